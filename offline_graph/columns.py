@@ -1,0 +1,158 @@
+"""Columnar storage of many graphs: flat arrays plus offsets (no padding, no per-graph objects).
+
+``GraphColumns`` holds G graphs as::
+
+    x          float32 [sumN, F]   node features of all graphs, graph after graph
+    node_ptr   int64   [G+1]       graph g's nodes are x[node_ptr[g]:node_ptr[g+1]]
+    edge_index int64   [2, sumE]   LOCAL node indices (0..N_g-1), graph after graph
+    edge_ptr   int64   [G+1]       graph g's edges are edge_index[:, edge_ptr[g]:edge_ptr[g+1]]
+    edge_attr  float32 [sumE, D]   or None when the space has no edge features
+
+Every operation here (build, take, concat) is vectorized over whole columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from offline_graph.graph import GraphDict
+
+
+def ragged_gather_index(ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Flat positions of the rows of segments ``idx`` of a ragged array with offsets ``ptr``.
+
+    ``ptr=[0,2,5]``, ``idx=[1,0]`` -> ``[2,3,4,0,1]``.
+    """
+    starts = ptr[idx]
+    counts = ptr[idx + 1] - starts
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    out_ptr = np.zeros(len(idx) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out_ptr[1:])
+    # position within the output minus the output start of its segment, plus the input start
+    seg = np.repeat(np.arange(len(idx)), counts)
+    return np.arange(total, dtype=np.int64) - out_ptr[seg] + starts[seg]
+
+
+def counts_to_ptr(counts: np.ndarray) -> np.ndarray:
+    """Segment sizes -> offsets ``[0, c0, c0+c1, ...]`` (int64)."""
+    ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return ptr
+
+
+@dataclass
+class GraphColumns:
+    """G graphs stored as flat arrays plus offsets (see the module docstring)."""
+
+    x: np.ndarray
+    node_ptr: np.ndarray
+    edge_index: np.ndarray
+    edge_ptr: np.ndarray
+    edge_attr: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.node_ptr) - 1
+
+    def __repr__(self) -> str:
+        ea = "None" if self.edge_attr is None else f"{self.edge_attr.shape[1]}"
+        return (
+            f"GraphColumns(graphs={len(self)}, nodes={self.x.shape[0]}, "
+            f"features={self.x.shape[1]}, edges={self.edge_index.shape[1]}, edge_dim={ea})"
+        )
+
+    @property
+    def num_nodes(self) -> np.ndarray:
+        """Nodes per graph, int64 [G]."""
+        return np.diff(self.node_ptr)
+
+    @property
+    def num_edges(self) -> np.ndarray:
+        """Edges per graph, int64 [G]."""
+        return np.diff(self.edge_ptr)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the real payload (node, edge and feature arrays; offsets excluded)."""
+        ea = 0 if self.edge_attr is None else self.edge_attr.nbytes
+        return int(self.x.nbytes + self.edge_index.nbytes + ea)
+
+    @classmethod
+    def from_graphs(cls, graphs: Sequence[GraphDict], edge_dim: int | None) -> "GraphColumns":
+        """Concatenate observation dicts (arrays are taken as they are; validate first)."""
+        xs = [g["x"] for g in graphs]
+        eis = [g["edge_index"] for g in graphs]
+        node_ptr = counts_to_ptr(np.fromiter((len(a) for a in xs), np.int64, len(xs)))
+        edge_ptr = counts_to_ptr(
+            np.fromiter((a.shape[1] if a.ndim == 2 else 0 for a in eis), np.int64, len(eis))
+        )
+        feat = xs[0].shape[1] if xs and xs[0].ndim == 2 else 0
+        x = np.concatenate(xs).astype(np.float32, copy=False) if xs else np.zeros((0, feat), np.float32)
+        ei = (
+            np.concatenate([a.reshape(2, -1) for a in eis], axis=1).astype(np.int64, copy=False)
+            if eis
+            else np.zeros((2, 0), np.int64)
+        )
+        ea = None
+        if edge_dim is not None:
+            eas = [g["edge_attr"].reshape(-1, edge_dim) for g in graphs]
+            ea = (
+                np.concatenate(eas).astype(np.float32, copy=False)
+                if eas
+                else np.zeros((0, edge_dim), np.float32)
+            )
+        return cls(x=x, node_ptr=node_ptr, edge_index=ei, edge_ptr=edge_ptr, edge_attr=ea)
+
+    def graph(self, g: int) -> GraphDict:
+        """Graph ``g`` as an observation dict (views, no copies)."""
+        n0, n1 = self.node_ptr[g], self.node_ptr[g + 1]
+        e0, e1 = self.edge_ptr[g], self.edge_ptr[g + 1]
+        out: GraphDict = {"x": self.x[n0:n1], "edge_index": self.edge_index[:, e0:e1]}
+        if self.edge_attr is not None:
+            out["edge_attr"] = self.edge_attr[e0:e1]
+        return out
+
+    def take(self, idx: np.ndarray) -> "GraphColumns":
+        """The graphs ``idx`` (any order, repeats allowed), as new columns."""
+        idx = np.asarray(idx, dtype=np.int64)
+        nsel = ragged_gather_index(self.node_ptr, idx)
+        esel = ragged_gather_index(self.edge_ptr, idx)
+        return GraphColumns(
+            x=self.x[nsel],
+            node_ptr=counts_to_ptr(self.num_nodes[idx]),
+            edge_index=self.edge_index[:, esel],
+            edge_ptr=counts_to_ptr(self.num_edges[idx]),
+            edge_attr=None if self.edge_attr is None else self.edge_attr[esel],
+        )
+
+    def slice(self, start: int, stop: int) -> "GraphColumns":
+        """Graphs ``start..stop-1`` as views."""
+        n0, n1 = self.node_ptr[start], self.node_ptr[stop]
+        e0, e1 = self.edge_ptr[start], self.edge_ptr[stop]
+        return GraphColumns(
+            x=self.x[n0:n1],
+            node_ptr=self.node_ptr[start : stop + 1] - n0,
+            edge_index=self.edge_index[:, e0:e1],
+            edge_ptr=self.edge_ptr[start : stop + 1] - e0,
+            edge_attr=None if self.edge_attr is None else self.edge_attr[e0:e1],
+        )
+
+    @staticmethod
+    def concat(parts: Sequence["GraphColumns"]) -> "GraphColumns":
+        """Concatenate column sets graph-wise."""
+        if len(parts) == 1:
+            return parts[0]
+        node_ptr = counts_to_ptr(np.concatenate([p.num_nodes for p in parts]))
+        edge_ptr = counts_to_ptr(np.concatenate([p.num_edges for p in parts]))
+        has_ea = parts[0].edge_attr is not None
+        return GraphColumns(
+            x=np.concatenate([p.x for p in parts]),
+            node_ptr=node_ptr,
+            edge_index=np.concatenate([p.edge_index for p in parts], axis=1),
+            edge_ptr=edge_ptr,
+            edge_attr=np.concatenate([p.edge_attr for p in parts]) if has_ea else None,  # type: ignore[misc]
+        )

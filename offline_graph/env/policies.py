@@ -1,0 +1,85 @@
+"""Behaviour policies for recording episodes from :class:`~offline_graph.env.GraphEnv`.
+
+A policy is a callable ``policy(obs, info) -> int`` where ``obs`` is the observation in the
+dict layout (``{"x", "edge_index", "edge_attr"}``, see :mod:`offline_graph.graph`; convert
+an env observation with ``graph_to_dict(obs, env.edge_dim)``) and ``info`` the env's info.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from offline_graph.env.graph_env import correct_action
+from offline_graph.errors import ConfigError
+from offline_graph.graph import GraphDict
+
+Policy = Callable[[GraphDict, dict[str, Any]], int]
+
+POLICY_NAMES = ("expert", "random", "mixed")
+
+
+def _check_k(k: int, where: str) -> int:
+    if int(k) < 1:
+        raise ConfigError(f"{where}: k must be >= 1 (found {k!r}). It is the number of actions.")
+    return int(k)
+
+
+def expert_policy(k: int) -> Policy:
+    """Always the correct action: :func:`~offline_graph.env.graph_env.correct_action`."""
+    k = _check_k(k, "expert_policy")
+
+    def policy(obs: GraphDict, info: dict[str, Any] | None = None) -> int:
+        return correct_action(obs, k)
+
+    return policy
+
+
+def random_policy(k: int, rng: np.random.Generator) -> Policy:
+    """A uniformly random action in ``0..k-1`` (ignores the observation)."""
+    k = _check_k(k, "random_policy")
+
+    def policy(obs: GraphDict, info: dict[str, Any] | None = None) -> int:
+        return int(rng.integers(k))
+
+    return policy
+
+
+def epsilon_policy(k: int, epsilon: float, rng: np.random.Generator) -> Policy:
+    """The expert action with probability ``1 - epsilon``, else a uniformly random action."""
+    k = _check_k(k, "epsilon_policy")
+    if not 0.0 <= float(epsilon) <= 1.0:
+        raise ConfigError(
+            f"epsilon_policy: epsilon must be in [0, 1] (found {epsilon!r}). "
+            "It is the probability of a random action."
+        )
+    eps = float(epsilon)
+
+    def policy(obs: GraphDict, info: dict[str, Any] | None = None) -> int:
+        if rng.random() < eps:
+            return int(rng.integers(k))
+        return correct_action(obs, k)
+
+    return policy
+
+
+def make_policy(
+    name: str, k: int, epsilon: float = 0.3, rng: np.random.Generator | None = None
+) -> Policy:
+    """Policy by name: ``"expert"``, ``"random"`` or ``"mixed"`` (epsilon-expert).
+
+    ``rng`` defaults to a fresh, unseeded ``np.random.default_rng()``.
+    """
+    rng = np.random.default_rng() if rng is None else rng
+    if name == "expert":
+        return expert_policy(k)
+    if name == "random":
+        return random_policy(k, rng)
+    if name == "mixed":
+        return epsilon_policy(k, epsilon, rng)
+    raise ConfigError(
+        f"make_policy: name must be one of {list(POLICY_NAMES)} (found {name!r}). "
+        "'mixed' is the expert with probability 1-epsilon, else uniformly random."
+    )

@@ -1,0 +1,113 @@
+"""Episode rows: encode (via RLlib's own ``SingleAgentEpisode.get_state``) and decode.
+
+A row's ``item`` is ``msgpack.packb(SingleAgentEpisode.get_state(), default=msgpack_numpy.encode)``,
+byte for byte what RLlib writes with ``output_write_episodes=True``; RLlib's
+``SingleAgentEpisode.from_state`` reads our rows and :func:`decode_state` reads RLlib's.
+Decoding does not build a ``SingleAgentEpisode``: it reads the state dict's buffers directly
+and hands the observation list to :mod:`offline_graph.validation`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import msgpack
+import msgpack_numpy as mnp
+import numpy as np
+
+from offline_graph.errors import DecodeError, where
+from offline_graph.graph import GraphDict
+
+
+@dataclass
+class RawEpisode:
+    """The fields of one decoded episode state, not yet validated."""
+
+    id: str
+    observations: list[Any]
+    actions: Any
+    rewards: Any
+    terminated: bool
+    truncated: bool
+    t_started: int
+
+
+def encode_episode(
+    observations: Sequence[GraphDict],
+    actions: Sequence[int],
+    rewards: Sequence[float],
+    *,
+    terminated: bool,
+    truncated: bool,
+    episode_id: str,
+    infos: Sequence[dict] | None = None,
+) -> bytes:
+    """One finished episode -> the ``item`` bytes RLlib writes (``len(obs) == len(actions)+1``)."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    episode = SingleAgentEpisode(
+        id_=episode_id,
+        observations=list(observations),
+        infos=list(infos) if infos is not None else [{} for _ in observations],
+        actions=[int(a) for a in actions],
+        rewards=[float(r) for r in rewards],
+        terminated=terminated,
+        truncated=truncated,
+        len_lookback_buffer=0,
+    )
+    return msgpack.packb(episode.get_state(), default=mnp.encode)
+
+
+def _buffer_data(state: dict, key: str, ctx: str) -> Any:
+    buf = state.get(key)
+    if not isinstance(buf, dict) or "data" not in buf:
+        raise DecodeError(
+            f"{ctx}, field {key!r}: episode state must hold an InfiniteLookbackBuffer dict "
+            f"with 'data' (found {type(buf).__name__}). The row is not a "
+            "SingleAgentEpisode.get_state() written by RLlib or offline_graph."
+        )
+    data = buf["data"]
+    lookback = int(buf.get("lookback") or 0)
+    return data[lookback:] if lookback else data
+
+
+def decode_state(
+    item: bytes, *, file: str | None = None, row: int | None = None
+) -> RawEpisode:
+    """``item`` bytes -> :class:`RawEpisode`; raises :class:`DecodeError` naming file and row."""
+    ctx = where(file=file, row=row, column="item")
+    if not isinstance(item, (bytes, bytearray, memoryview)):
+        raise DecodeError(
+            f"{ctx}: value must be msgpack bytes (found {type(item).__name__}). "
+            "Episode files hold one msgpack-encoded SingleAgentEpisode state per row."
+        )
+    try:
+        state = msgpack.unpackb(item, object_hook=mnp.decode, strict_map_key=False)
+    except Exception as err:  # msgpack raises many types on garbage
+        raise DecodeError(
+            f"{ctx}: value must be a msgpack-encoded episode state "
+            f"(found {len(item)} undecodable bytes: {type(err).__name__}: {err}). "
+            "The row is corrupt; re-record it or run with on_error='skip'."
+        ) from err
+    if not isinstance(state, dict) or "id_" not in state:
+        raise DecodeError(
+            f"{ctx}: value must decode to a SingleAgentEpisode state dict with 'id_' "
+            f"(found {type(state).__name__}). The row was not written by RLlib's "
+            "SingleAgentEpisode.get_state()."
+        )
+    ctx = where(file=file, row=row, episode_id=str(state["id_"]))
+    return RawEpisode(
+        id=str(state["id_"]),
+        observations=_buffer_data(state, "observations", ctx),
+        actions=_buffer_data(state, "actions", ctx),
+        rewards=_buffer_data(state, "rewards", ctx),
+        terminated=bool(state.get("is_terminated", False)),
+        truncated=bool(state.get("is_truncated", False)),
+        t_started=int(state.get("t_started") or 0),
+    )
+
+
+def unpack_item(item: bytes) -> dict:
+    """The raw state dict of an ``item`` (for tools and tests)."""
+    return msgpack.unpackb(item, object_hook=mnp.decode, strict_map_key=False)

@@ -1,0 +1,163 @@
+"""Turn a batch of episode rows into validated columnar transitions (no Ray).
+
+This is the one implementation of decode + validate + (skip-mode) accounting that both the
+``GraphOfflinePreLearner`` and the conversion job call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from offline_graph.episode_codec import decode_state
+from offline_graph.errors import OfflineGraphError, SchemaError, where
+from offline_graph.transitions import Transitions
+from offline_graph.validation import Episode, EpisodeSpec, validate_episode
+
+logger = logging.getLogger(__name__)
+OnError = Literal["raise", "skip"]
+
+
+@dataclass
+class ReadStats:
+    """Accounting: episodes/transitions read = used + rejected (per reason)."""
+
+    episodes_read: int = 0
+    episodes_used: int = 0
+    transitions_used: int = 0
+    rejected: Counter = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+
+    def merge(self, other: "ReadStats") -> None:
+        self.episodes_read += other.episodes_read
+        self.episodes_used += other.episodes_used
+        self.transitions_used += other.transitions_used
+        self.rejected.update(other.rejected)
+        for k, v in other.examples.items():
+            self.examples.setdefault(k, v)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "episodes_read": self.episodes_read,
+            "episodes_used": self.episodes_used,
+            "episodes_rejected": int(sum(self.rejected.values())),
+            "transitions_used": self.transitions_used,
+            "rejected_by_reason": dict(sorted(self.rejected.items())),
+            "first_error_by_reason": dict(sorted(self.examples.items())),
+        }
+
+
+def locate_row(path: str | None, item: bytes) -> int | None:
+    """Row number of ``item`` in episode file ``path`` (error path only; None if unknown)."""
+    if not path:
+        return None
+    try:
+        col = pq.read_table(path, columns=["item"]).column("item")
+        for i, value in enumerate(col.to_pylist()):
+            if value == item:
+                return i
+    except Exception:  # a damaged file: the row stays unknown
+        return None
+    return None
+
+
+def batch_columns(batch: Any) -> tuple[list[Any], list[str | None]]:
+    """(items, paths) from a Ray Data batch (pyarrow Table or dict of numpy arrays)."""
+    if isinstance(batch, pa.Table):
+        names = batch.column_names
+        get = lambda n: batch.column(n).to_pylist()  # noqa: E731
+    else:
+        names = list(batch)
+        get = lambda n: list(batch[n])  # noqa: E731
+    if "item" not in names:
+        raise SchemaError(
+            f"offline_graph: column 'item' must be present in episode data (found columns "
+            f"{names}). Episode files hold one msgpack episode per row in column 'item'; for "
+            "converted transition rows set input_read_episodes=False."
+        )
+    items = get("item")
+    paths = get("path") if "path" in names else [None] * len(items)
+    return items, [str(p) if p is not None else None for p in paths]
+
+
+def read_episodes(
+    items: Sequence[Any],
+    paths: Sequence[str | None],
+    spec: EpisodeSpec,
+    *,
+    on_error: OnError = "raise",
+    seen_ids: set[str] | None = None,
+    stats: ReadStats | None = None,
+) -> list[Episode]:
+    """Decode and validate episode rows; ``seen_ids`` catches duplicates across calls."""
+    stats = stats if stats is not None else ReadStats()
+    seen = seen_ids if seen_ids is not None else set()
+    out: list[Episode] = []
+    for item, path in zip(items, paths):
+        stats.episodes_read += 1
+        try:
+            ep = validate_episode(decode_state(item, file=path), spec, file=path)
+            if ep.id in seen:
+                err = OfflineGraphError(
+                    f"{where(file=path, episode_id=ep.id)}: episode id must be unique (found "
+                    "a second episode with this id). Duplicate rows in the data set; "
+                    "de-duplicate the files."
+                )
+                err.reason = "duplicate_id"  # type: ignore[attr-defined]
+                raise err
+        except OfflineGraphError as err:
+            reason = getattr(err, "reason", "decode")
+            if on_error == "raise":
+                row = locate_row(path, item)
+                msg = str(err)
+                if row is not None and path is not None:
+                    msg = msg.replace(f"file {path}", f"file {path}, row {row}", 1)
+                raise type(err)(msg) from err
+            stats.rejected[reason] += 1
+            stats.examples.setdefault(reason, str(err))
+            continue
+        seen.add(ep.id)
+        stats.episodes_used += 1
+        stats.transitions_used += len(ep)
+        out.append(ep)
+    return out
+
+
+def episodes_to_transitions(episodes: Sequence[Episode], gamma: float) -> Transitions | None:
+    """Transitions of ``episodes`` (None when there are none)."""
+    if not episodes:
+        return None
+    return Transitions.from_episodes(episodes, gamma)
+
+
+def log_rejections(stats: ReadStats, who: str) -> None:
+    """One summary line per rejection reason."""
+    for reason, count in sorted(stats.rejected.items()):
+        logger.warning(
+            "%s: skipped %d episode(s) for reason %r; first: %s",
+            who, count, reason, stats.examples.get(reason, ""),
+        )
+
+
+def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
+    """The validation spec of a (Graph observation, Discrete action) space pair."""
+    from offline_graph.graph import space_sizes
+
+    feat, edim = space_sizes(observation_space)
+    n = getattr(action_space, "n", None)
+    if n is None:
+        from offline_graph.errors import ConfigError
+
+        raise ConfigError(
+            f"action space: space must be gymnasium.spaces.Discrete(k) (found {action_space!r}). "
+            "Graph-level actions are Discrete."
+        )
+    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=int(n))
+
+

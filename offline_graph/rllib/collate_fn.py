@@ -1,0 +1,50 @@
+"""Learner-side collate: Arrow transition rows -> a PyG-batched dict of torch tensors.
+
+Passed by ``offline_graph.configure`` as ``offline_data(iter_batches_kwargs={"collate_fn":
+GraphCollateFn()})``; RLlib hands it to ``iter_torch_batches`` on every learner and Ray moves
+the resulting ``Dict[str, Tensor]`` to the learner's device (GPU learners included).
+
+Output keys are flat, ``"<module_id>/<column>"``; RLlib's ``unflatten_dict`` nests them into
+``{module_id: {"actions": [B], "obs": {"x", "edge_index", "edge_attr", "batch", "ptr"}, ...}}``.
+``actions`` comes first because RLlib counts env steps from the first column of a batch.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+import pyarrow as pa
+import torch
+from ray.data.collate_fn import ArrowBatchCollateFn
+
+from offline_graph.transitions import table_to_batch
+
+
+def _tensor(arr: np.ndarray) -> torch.Tensor:
+    arr = np.asarray(arr)
+    if not arr.flags.writeable or not arr.flags.c_contiguous:
+        arr = np.array(arr, copy=True, order="C")
+    return torch.from_numpy(arr)
+
+
+class GraphCollateFn(ArrowBatchCollateFn):
+    """Collate transition rows into ``{"<mid>/actions", "<mid>/obs/x", ...}`` tensors."""
+
+    def __init__(self, module_id: str = "default_policy") -> None:
+        super().__init__()
+        self.module_id = module_id
+
+    def __repr__(self) -> str:
+        return f"GraphCollateFn(module_id={self.module_id!r})"
+
+    def __call__(self, batch: pa.Table) -> Dict[str, torch.Tensor]:
+        cols = table_to_batch(batch)
+        out: Dict[str, torch.Tensor] = {}
+        for name, value in cols.items():
+            if isinstance(value, dict):
+                for key, arr in value.items():
+                    out[f"{self.module_id}/{name}/{key}"] = _tensor(arr)
+            else:
+                out[f"{self.module_id}/{name}"] = _tensor(value)  # type: ignore[arg-type]
+        return out

@@ -1,0 +1,170 @@
+"""``offline_graph.configure(config)``: everything else graph training needs, in one place.
+
+Given an RLlib ``BCConfig`` / ``MARWILConfig`` with a ``gymnasium.spaces.Graph`` observation
+space, a ``Discrete`` action space, ``offline_data(input_=..., prelearner_class=
+GraphOfflinePreLearner)`` and an RLModule spec, it sets:
+
+===============================  ===========================================================
+setting                          value and why
+===============================  ===========================================================
+``iter_batches_kwargs``          ``collate_fn=GraphCollateFn()``: builds the PyG batch on
+                                 each learner (the stock collate cannot batch ragged lists)
+``map_batches_kwargs``           ``batch_format="pyarrow"``, ``num_cpus=0.25``,
+                                 ``concurrency=1``: on a 2-CPU machine the stock 2 x 1 CPU
+                                 map actors starve Ray Data's read tasks (a stall)
+``num_cpus_per_learner``         0.25 for CPU learners when ``num_learners > 0`` (same reason)
+``input_read_method_kwargs``     ``include_paths=True`` (episode input): errors name the file
+``materialize_mapped_data``      True: map once instead of cold-starting actors each epoch
+``dataset_num_iters_per_learner``  10 when ``num_learners == 0`` and unset: RLlib's
+                                 single-batch path cannot take a collate function
+``learner_config_dict``          ``{"offline_graph": {on_error, seed, module_id}}``
+===============================  ===========================================================
+
+Settings the user already set to a conflicting value raise :class:`ConfigError` naming the
+setting and the value it needs.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any, Literal, TypeVar
+
+from offline_graph.errors import ConfigError
+from offline_graph.format import read_file_metadata
+from offline_graph.reader import spec_from_spaces
+from offline_graph.rllib.collate_fn import GraphCollateFn
+from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings
+
+C = TypeVar("C")
+
+
+def _input_files(input_: Any) -> list[str]:
+    paths = input_ if isinstance(input_, (list, tuple)) else [input_]
+    files: list[str] = []
+    for p in paths:
+        p = str(p)
+        if "://" in p:
+            continue  # remote file systems: not inspected here
+        if os.path.isdir(p):
+            files += sorted(glob.glob(os.path.join(p, "**", "*.parquet"), recursive=True))
+        elif os.path.exists(p):
+            files.append(p)
+        else:
+            raise ConfigError(
+                f"offline_data(input_=...): path must exist (found {p!r} missing). Record "
+                "episodes with `offline-graph record` or point input_ at a Parquet directory."
+            )
+    return files
+
+
+def detect_kind(input_: Any) -> str | None:
+    """'episodes' or 'transitions' from the first local input file's metadata (None: unknown)."""
+    files = _input_files(input_)
+    if not files:
+        return None
+    kinds = {read_file_metadata(f)["kind"] for f in files[:50]}
+    if len(kinds) > 1:
+        raise ConfigError(
+            f"offline_data(input_=...): all input files must be of one kind (found {sorted(kinds)}). "
+            "Train from episode files or from converted transition rows, not both."
+        )
+    return kinds.pop()
+
+
+def configure(
+    config: C,
+    *,
+    on_error: Literal["raise", "skip"] = "raise",
+    seed: int | None = None,
+) -> C:
+    """Fill in what graph training needs (see the module docstring); returns ``config``."""
+    from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+
+    cfg: Any = config
+    problems: list[str] = []
+    if cfg.observation_space is None or cfg.action_space is None:
+        raise ConfigError(
+            "configure: config.environment(observation_space=..., action_space=...) must be "
+            "set (found observation_space="
+            f"{cfg.observation_space!r}, action_space={cfg.action_space!r}). Pass a "
+            "gymnasium.spaces.Graph and a Discrete(k)."
+        )
+    spec_from_spaces(cfg.observation_space, cfg.action_space)
+    if cfg.prelearner_class is None:
+        cfg.offline_data(prelearner_class=GraphOfflinePreLearner)
+    elif not issubclass(cfg.prelearner_class, GraphOfflinePreLearner):
+        problems.append(
+            f"offline_data(prelearner_class=...) must be GraphOfflinePreLearner or a subclass "
+            f"(found {cfg.prelearner_class.__name__})"
+        )
+    if on_error not in ("raise", "skip"):
+        problems.append(f"on_error must be 'raise' or 'skip' (found {on_error!r})")
+    kind = detect_kind(cfg.input_)
+    if kind == "transitions" and cfg.input_read_episodes:
+        problems.append(
+            "offline_data(input_read_episodes=...) must be False for converted transition "
+            "rows (found True)"
+        )
+    if kind == "episodes" and not cfg.input_read_episodes:
+        problems.append(
+            "offline_data(input_read_episodes=...) must be True for episode files (found False)"
+        )
+    user_collate = cfg.iter_batches_kwargs.get("collate_fn")
+    if user_collate is not None and not isinstance(user_collate, GraphCollateFn):
+        problems.append(
+            "offline_data(iter_batches_kwargs={'collate_fn': ...}) must be a GraphCollateFn "
+            f"(found {type(user_collate).__name__})"
+        )
+    if cfg.num_learners == 0 and cfg.dataset_num_iters_per_learner == 1:
+        problems.append(
+            "offline_data(dataset_num_iters_per_learner=...) must be None or >= 2 with "
+            "num_learners=0 (found 1): RLlib's single-batch path cannot apply the graph collate"
+        )
+    if problems:
+        raise ConfigError(
+            "configure: " + "; ".join(problems) + ". Fix these settings and call "
+            "offline_graph.configure(config) again."
+        )
+
+    settings = GraphSettings(
+        on_error=on_error,
+        seed=int(seed if seed is not None else (cfg.seed if cfg.seed is not None else 0)),
+    )
+    iter_kwargs = dict(cfg.iter_batches_kwargs)
+    iter_kwargs["collate_fn"] = GraphCollateFn(settings.module_id)
+    map_kwargs = {"batch_format": "pyarrow", "num_cpus": 0.25, "concurrency": 1}
+    map_kwargs.update(cfg.map_batches_kwargs)
+    read_kwargs = dict(cfg.input_read_method_kwargs)
+    if cfg.input_read_episodes:
+        read_kwargs.setdefault("include_paths", True)
+    cfg.offline_data(
+        iter_batches_kwargs=iter_kwargs,
+        map_batches_kwargs=map_kwargs,
+        input_read_method_kwargs=read_kwargs,
+        materialize_mapped_data=True,
+    )
+    if cfg.num_learners == 0 and cfg.dataset_num_iters_per_learner is None:
+        cfg.offline_data(dataset_num_iters_per_learner=10)
+    if cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0 and cfg.num_cpus_per_learner == "auto":
+        cfg.learners(num_cpus_per_learner=0.25)
+    _set_value_head(cfg)
+    cfg.learner_config_dict[SETTINGS_KEY] = settings.as_dict()
+    return config
+
+
+def _set_value_head(cfg: Any) -> None:
+    """MARWIL (beta > 0) needs the module's value head; BC must not build one (DDP).
+
+    RLlib 2.60 does not pass ``beta`` into ``model_config``, so it is written here unless the
+    user set ``value_head`` explicitly.
+    """
+    needs = float(getattr(cfg, "beta", 0.0) or 0.0) > 0.0
+    spec = getattr(cfg, "_rl_module_spec", None)
+    if spec is not None and getattr(spec, "model_config", None) is not None:
+        if isinstance(spec.model_config, dict):
+            spec.model_config.setdefault("value_head", needs)
+            return
+    model_config = dict(getattr(cfg, "_model_config", {}) or {})
+    model_config.setdefault("value_head", needs)
+    cfg.rl_module(model_config=model_config)

@@ -1,0 +1,140 @@
+"""``GraphOfflinePreLearner``: RLlib's OfflinePreLearner for ragged graph episodes.
+
+Runs inside Ray Data's ``map_batches`` (one actor per CPU share). Per call it
+
+1. decodes and validates the batch's episode rows (``offline_graph.reader``; columnar),
+2. adds their transitions to a columnar FIFO buffer (``offline_graph.buffer``),
+3. samples ``k * train_batch_size_per_learner`` transitions, ``k = max(1, round(new/B))``, so
+   an epoch is about one pass over the data and each learner batch holds exactly B rows,
+4. runs the learner connector pipeline's *user* pieces (RLlib's default pieces are replaced by
+   :class:`~offline_graph.rllib.connectors.AddGraphTransitionsToBatch`),
+5. returns one Arrow row per transition (``offline_graph.transitions``): ragged list columns,
+   no padding, no pickled objects. The learner's collate function builds the PyG batch.
+
+With ``input_read_episodes=False`` the input is already converted transition rows and is
+passed through (columns selected, zero-copy) unless user connector pieces must run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+
+import gymnasium as gym
+import numpy as np
+import pyarrow as pa
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+
+from offline_graph.buffer import TransitionBuffer
+from offline_graph.reader import (
+    ReadStats,
+    batch_columns,
+    episodes_to_transitions,
+    log_rejections,
+    read_episodes,
+    spec_from_spaces,
+)
+from offline_graph.rllib.connectors import (
+    AddGraphTransitionsToBatch,
+    batch_to_table,
+    user_pieces_only,
+)
+from offline_graph.rllib.settings import GraphSettings, read_settings
+from offline_graph.transitions import BOOKKEEPING_COLUMNS, Transitions
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+logger = logging.getLogger(__name__)
+
+
+class GraphOfflinePreLearner(OfflinePreLearner):
+    """Decodes recorded graph episodes and emits unpadded transition rows (see module doc)."""
+
+    def __init__(
+        self,
+        *,
+        config: "AlgorithmConfig",
+        spaces: Optional[Tuple[gym.Space, gym.Space]] = None,
+        module_state: Optional[Dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> None:
+        self.settings: GraphSettings = read_settings(config, where="GraphOfflinePreLearner")
+        spaces = spaces or (config.observation_space, config.action_space)
+        # The parent builds the RLModule (user connector pieces may use it) and the learner
+        # connector pipeline. It also builds RLlib's episode buffer, which we replace.
+        super().__init__(config=config, spaces=spaces, module_state=module_state, **kwargs)
+        self.episode_buffer = None
+        user_pieces_only(self._learner_connector)
+        self._has_user_pieces = len(self._learner_connector) > 1
+        self.spec = spec_from_spaces(*spaces)
+        self.module_id = DEFAULT_MODULE_ID
+        self.batch_size = int(config.train_batch_size_per_learner)
+        capacity = int(config.prelearner_buffer_kwargs.get("capacity", 10 * self.batch_size))
+        self.buffer = TransitionBuffer(capacity, seed=self.settings.seed)
+        self.gamma = float(getattr(config, "gamma", 0.99))
+        self.stats = ReadStats()
+        self._seen_ids: set[str] = set()
+
+    def __call__(self, batch: Dict[str, np.ndarray]) -> pa.Table:  # type: ignore[override]
+        """Episode rows (``item``) or transition rows -> transition rows for the learner."""
+        if not self.config.input_read_episodes:
+            table = batch if isinstance(batch, pa.Table) else pa.table(batch)
+            table = table.select([c for c in table.column_names if c not in BOOKKEEPING_COLUMNS])
+            if self._has_user_pieces:
+                return self._run_pipeline(table_transitions=table)
+            return table
+        items, paths = batch_columns(batch)
+        call_stats = ReadStats()
+        episodes = read_episodes(
+            items, paths, self.spec,
+            on_error=self.settings.on_error, seen_ids=self._seen_ids, stats=call_stats,
+        )
+        log_rejections(call_stats, "GraphOfflinePreLearner")
+        self.stats.merge(call_stats)
+        new = episodes_to_transitions(episodes, self.gamma)
+        if new is not None:
+            self.buffer.add(new)
+        if len(self.buffer) == 0:
+            # Every row of this batch was rejected (skip mode) and nothing is buffered yet.
+            return _empty_table(self.spec.num_features, self.spec.edge_dim)
+        num_batches = max(1, int(round((len(new) if new is not None else 0) / self.batch_size)))
+        sample = self.buffer.sample(num_batches * self.batch_size)
+        if self._has_user_pieces:
+            return self._run_pipeline(transitions=sample)
+        return sample.to_arrow(columns=_keep_columns(sample))
+
+    def _run_pipeline(
+        self, transitions: Transitions | None = None, table_transitions: pa.Table | None = None
+    ) -> pa.Table:
+        shared: dict[str, Any] = {}
+        if transitions is not None:
+            shared[AddGraphTransitionsToBatch.SHARED_KEY] = transitions
+        else:
+            shared[AddGraphTransitionsToBatch.SHARED_TABLE_KEY] = table_transitions
+        batch = self._learner_connector(
+            rl_module=self._module, batch={}, episodes=[], shared_data=shared, metrics=None
+        )
+        return batch_to_table(batch[self.module_id], where="GraphOfflinePreLearner")
+
+
+def _keep_columns(sample: Transitions) -> list[str]:
+    cols = ["actions", "x", "edge_index", "value_targets"]
+    if sample.obs.edge_attr is not None:
+        cols.append("edge_attr")
+    return cols
+
+
+def _empty_table(feat: int, edim: int | None) -> pa.Table:
+    from offline_graph.columns import GraphColumns
+
+    obs = GraphColumns(
+        np.zeros((0, feat), np.float32), np.zeros(1, np.int64), np.zeros((2, 0), np.int64),
+        np.zeros(1, np.int64), None if edim is None else np.zeros((0, edim), np.float32),
+    )
+    empty = Transitions(
+        obs, np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, bool),
+        np.zeros(0, bool), np.zeros(0, np.float32), np.zeros(0, np.int32), [], np.zeros(0, np.int64),
+    )
+    return empty.to_arrow(columns=_keep_columns(empty))

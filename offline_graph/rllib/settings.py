@@ -1,0 +1,47 @@
+"""offline_graph's own settings, carried inside the RLlib config.
+
+``offline_graph.configure`` stores them in ``config.learner_config_dict["offline_graph"]``, so
+they travel with the config to every Ray actor (prelearners, learners). Their presence also
+marks a config as configured for graph training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from offline_graph.errors import ConfigError
+
+SETTINGS_KEY = "offline_graph"
+
+
+@dataclass(frozen=True)
+class GraphSettings:
+    """Per-run settings of the graph data path."""
+
+    on_error: Literal["raise", "skip"] = "raise"
+    """Bad episode rows: stop with an error naming file/row/episode/step, or skip and count."""
+    seed: int = 0
+    """Seed of the prelearner's sampling (same data + seed -> same first batch)."""
+    module_id: str = "default_policy"
+    """The RLModule the batches are for (single-agent)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_settings(config: Any, where: str) -> GraphSettings:
+    """The settings of a configured config, or a ConfigError naming what to call."""
+    raw = (getattr(config, "learner_config_dict", None) or {}).get(SETTINGS_KEY)
+    if raw is None:
+        raise ConfigError(
+            f"{where}: config.learner_config_dict['offline_graph'] must be set by "
+            "offline_graph.configure(config) (found it missing). Call "
+            "`config = offline_graph.configure(config)` before `config.build_algo()`."
+        )
+    on_error = raw.get("on_error", "raise")
+    if on_error not in ("raise", "skip"):
+        raise ConfigError(
+            f"{where}: on_error must be 'raise' or 'skip' (found {on_error!r})."
+        )
+    return GraphSettings(**raw)

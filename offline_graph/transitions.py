@@ -1,0 +1,191 @@
+"""Transitions as columns, and their Arrow layout (the on-disk and in-flight row format).
+
+One row per transition, no padding, no pickled objects::
+
+    actions        int64                                   (first: RLlib counts rows from it)
+    x              list<fixed_size_list<float32, F>>       node features of obs_t
+    edge_index     list<fixed_size_list<int64, 2>>         (src, dst) pairs, local indices
+    edge_attr      list<fixed_size_list<float32, D>>       only if the space has edge features
+    rewards        float32
+    terminateds    bool      True on the last step of a terminated episode
+    truncateds     bool      True on the last step of a truncated episode
+    value_targets  float32   discounted returns-to-go (see offline_graph.returns)
+    eps_id         string (dictionary-encoded)
+    t              int64     step index within the episode
+
+``edge_index`` is stored edge-major (``[E, 2]`` per row) because Arrow lists are row-major;
+:func:`table_to_batch` turns it into PyG's ``[2, sumE]``. The final observation of each
+episode is not stored: BC and MARWIL never read next observations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from offline_graph.collate import collate
+from offline_graph.columns import GraphColumns, counts_to_ptr
+from offline_graph.returns import discounted_returns
+from offline_graph.validation import Episode
+
+GRAPH_COLUMNS = ("x", "edge_index", "edge_attr")
+# Columns the BC / MARWIL losses never read; dropped on the way to the learner.
+BOOKKEEPING_COLUMNS = ("rewards", "terminateds", "truncateds", "eps_id", "t")
+
+
+@dataclass
+class Transitions:
+    """Columnar transitions (see the module docstring for the fields)."""
+
+    obs: GraphColumns
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminateds: np.ndarray
+    truncateds: np.ndarray
+    value_targets: np.ndarray
+    episode_index: np.ndarray
+    episode_ids: list[str]
+    t: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def __repr__(self) -> str:
+        return f"Transitions(n={len(self)}, episodes={len(self.episode_ids)}, obs={self.obs!r})"
+
+    @classmethod
+    def from_episodes(cls, episodes: Sequence[Episode], gamma: float) -> "Transitions":
+        """All steps of ``episodes`` (final observations dropped), returns-to-go with ``gamma``."""
+        lengths = np.fromiter((len(e) for e in episodes), np.int64, len(episodes))
+        ptr = counts_to_ptr(lengths)
+        total = int(ptr[-1])
+        obs = GraphColumns.concat([e.obs.slice(0, len(e)) for e in episodes])
+        rewards = np.concatenate([e.rewards for e in episodes]).astype(np.float32)
+        last = ptr[1:] - 1
+        terminateds = np.zeros(total, dtype=bool)
+        truncateds = np.zeros(total, dtype=bool)
+        terminateds[last] = [e.terminated for e in episodes]
+        truncateds[last] = [e.truncated for e in episodes]
+        episode_index = np.repeat(np.arange(len(episodes), dtype=np.int32), lengths)
+        return cls(
+            obs=obs,
+            actions=np.concatenate([e.actions for e in episodes]).astype(np.int64),
+            rewards=rewards,
+            terminateds=terminateds,
+            truncateds=truncateds,
+            value_targets=discounted_returns(rewards, ptr, gamma),
+            episode_index=episode_index,
+            episode_ids=[e.id for e in episodes],
+            t=np.arange(total, dtype=np.int64) - np.repeat(ptr[:-1], lengths),
+        )
+
+    def take(self, idx: np.ndarray) -> "Transitions":
+        """Rows ``idx`` (any order, repeats allowed)."""
+        return Transitions(
+            obs=self.obs.take(idx),
+            actions=self.actions[idx],
+            rewards=self.rewards[idx],
+            terminateds=self.terminateds[idx],
+            truncateds=self.truncateds[idx],
+            value_targets=self.value_targets[idx],
+            episode_index=self.episode_index[idx],
+            episode_ids=self.episode_ids,
+            t=self.t[idx],
+        )
+
+    @staticmethod
+    def concat(parts: Sequence["Transitions"]) -> "Transitions":
+        """Row-wise concatenation (episode ids re-indexed)."""
+        if len(parts) == 1:
+            return parts[0]
+        shift = np.cumsum([0] + [len(p.episode_ids) for p in parts[:-1]])
+        return Transitions(
+            obs=GraphColumns.concat([p.obs for p in parts]),
+            actions=np.concatenate([p.actions for p in parts]),
+            rewards=np.concatenate([p.rewards for p in parts]),
+            terminateds=np.concatenate([p.terminateds for p in parts]),
+            truncateds=np.concatenate([p.truncateds for p in parts]),
+            value_targets=np.concatenate([p.value_targets for p in parts]),
+            episode_index=np.concatenate(
+                [p.episode_index + np.int32(s) for p, s in zip(parts, shift)]
+            ),
+            episode_ids=[i for p in parts for i in p.episode_ids],
+            t=np.concatenate([p.t for p in parts]),
+        )
+
+    def to_arrow(self, columns: Sequence[str] | None = None) -> pa.Table:
+        """The Arrow row layout of the module docstring (optionally only ``columns``)."""
+        obs = self.obs
+        arrays: dict[str, pa.Array] = {
+            "actions": pa.array(self.actions),
+            "x": ragged_column(obs.x, obs.node_ptr),
+            "edge_index": ragged_column(np.ascontiguousarray(obs.edge_index.T), obs.edge_ptr),
+        }
+        if obs.edge_attr is not None:
+            arrays["edge_attr"] = ragged_column(obs.edge_attr, obs.edge_ptr)
+        arrays.update(
+            rewards=pa.array(self.rewards),
+            terminateds=pa.array(self.terminateds),
+            truncateds=pa.array(self.truncateds),
+            value_targets=pa.array(self.value_targets),
+            eps_id=pa.DictionaryArray.from_arrays(
+                pa.array(self.episode_index, pa.int32()), pa.array(self.episode_ids, pa.string())
+            ),
+            t=pa.array(self.t),
+        )
+        if columns is not None:
+            arrays = {k: v for k, v in arrays.items() if k in columns}
+        return pa.table(arrays)
+
+
+def ragged_column(values: np.ndarray, ptr: np.ndarray) -> pa.ListArray:
+    """[sum, W] values + offsets -> list<fixed_size_list<W>> (zero-copy for the values)."""
+    width = values.shape[1]
+    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
+    return pa.ListArray.from_arrays(
+        pa.array(ptr.astype(np.int32)), pa.FixedSizeListArray.from_arrays(flat, width)
+    )
+
+
+def unragged_column(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """list<fixed_size_list<W>> -> ([sum, W] values, offsets [rows+1]), honouring slices."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    inner = arr.flatten()  # respects the array's slice offset
+    width = inner.type.list_size
+    values = inner.flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
+    return values, offsets - offsets[0]
+
+
+def table_to_graphs(table: pa.Table) -> GraphColumns:
+    """The graph columns of a transition table as :class:`GraphColumns`."""
+    x, node_ptr = unragged_column(table.column("x"))
+    pairs, edge_ptr = unragged_column(table.column("edge_index"))
+    edge_attr = None
+    if "edge_attr" in table.column_names:
+        edge_attr, _ = unragged_column(table.column("edge_attr"))
+    return GraphColumns(
+        x=x.astype(np.float32, copy=False),
+        node_ptr=node_ptr,
+        edge_index=np.ascontiguousarray(pairs.T).astype(np.int64, copy=False),
+        edge_ptr=edge_ptr,
+        edge_attr=None if edge_attr is None else edge_attr.astype(np.float32, copy=False),
+    )
+
+
+def table_to_batch(table: pa.Table, drop: Sequence[str] = BOOKKEEPING_COLUMNS) -> dict[str, object]:
+    """A transition table -> ``{"actions", "obs": {x, edge_index, [edge_attr], batch, ptr}, ...}``.
+
+    Every other fixed-width column (``value_targets``, user columns) is passed through as a
+    numpy array; ``drop`` names columns the loss never reads.
+    """
+    out: dict[str, object] = {"actions": table.column("actions").to_numpy()}
+    out["obs"] = collate(table_to_graphs(table))
+    for name in table.column_names:
+        if name in GRAPH_COLUMNS or name == "actions" or name in drop:
+            continue
+        out[name] = table.column(name).to_numpy()
+    return out
