@@ -8,15 +8,17 @@ GraphOfflinePreLearner)`` and an RLModule spec, it sets:
 setting                          value and why
 ===============================  ===========================================================
 ``iter_batches_kwargs``          ``collate_fn=GraphCollateFn()``: builds the PyG batch on
-                                 each learner (the stock collate cannot batch ragged lists)
+                                 each learner (the stock collate cannot batch ragged lists);
+                                 ``drop_last=True``: every batch has exactly B transitions
 ``map_batches_kwargs``           ``batch_format="pyarrow"``, ``num_cpus=0.25``,
                                  ``concurrency=1``: on a 2-CPU machine the stock 2 x 1 CPU
                                  map actors starve Ray Data's read tasks (a stall)
 ``num_cpus_per_learner``         0.25 for CPU learners when ``num_learners > 0`` (same reason)
 ``input_read_method_kwargs``     ``include_paths=True`` (episode input): errors name the file
 ``materialize_mapped_data``      True: map once instead of cold-starting actors each epoch
-``dataset_num_iters_per_learner``  10 when ``num_learners == 0`` and unset: RLlib's
-                                 single-batch path cannot take a collate function
+``dataset_num_iters_per_learner``  10 when unset (updates per ``train()``): RLlib's learners
+                                 need it on the iterator path; 1 with ``num_learners=0`` is
+                                 refused (RLlib's single-batch path takes no collate function)
 ``learner_config_dict``          ``{"offline_graph": {on_error, seed, module_id}}``
 ===============================  ===========================================================
 
@@ -133,6 +135,8 @@ def configure(
     )
     iter_kwargs = dict(cfg.iter_batches_kwargs)
     iter_kwargs["collate_fn"] = GraphCollateFn(settings.module_id)
+    # Every learner batch holds exactly train_batch_size_per_learner transitions.
+    iter_kwargs.setdefault("drop_last", True)
     map_kwargs = {"batch_format": "pyarrow", "num_cpus": 0.25, "concurrency": 1}
     map_kwargs.update(cfg.map_batches_kwargs)
     read_kwargs = dict(cfg.input_read_method_kwargs)
@@ -144,7 +148,8 @@ def configure(
         input_read_method_kwargs=read_kwargs,
         materialize_mapped_data=True,
     )
-    if cfg.num_learners == 0 and cfg.dataset_num_iters_per_learner is None:
+    if cfg.dataset_num_iters_per_learner is None:
+        # RLlib's learners need num_iters on the iterator path; None fails there.
         cfg.offline_data(dataset_num_iters_per_learner=10)
     if cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0 and cfg.num_cpus_per_learner == "auto":
         cfg.learners(num_cpus_per_learner=0.25)

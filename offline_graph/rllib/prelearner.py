@@ -64,6 +64,8 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         spaces = spaces or (config.observation_space, config.action_space)
         # The parent builds the RLModule (user connector pieces may use it) and the learner
         # connector pipeline. It also builds RLlib's episode buffer, which we replace.
+        # Keep RLlib's ``module_spec`` kwarg (it logs a deprecation warning): it is the only
+        # spec with the spaces filled in; ``config.rl_module_spec`` has none.
         super().__init__(config=config, spaces=spaces, module_state=module_state, **kwargs)
         self.episode_buffer = None
         user_pieces_only(self._learner_connector)

@@ -1,0 +1,39 @@
+"""The ``offline-graph`` console script: one subcommand per pipeline in ``pipelines/``.
+
+Each subcommand is a CleanRL-style script ``pipelines/<name>.py`` with ``main(argv)``; this
+module only dispatches, so ``python -m pipelines.<name> --help`` works the same.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "record": "record graph episodes from an env into Parquet",
+    "inspect": "summarize recorded episodes (sizes, returns, padding cost)",
+    "train": "train BC or MARWIL on recorded episodes or converted rows, then evaluate",
+    "evaluate": "evaluate a saved checkpoint in the env",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: offline-graph <command> [options]\n\ncommands:")
+        for name, text in COMMANDS.items():
+            print(f"  {name:<10} {text}")
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(
+            f"offline-graph: command must be one of {sorted(COMMANDS)} (found {name!r}).",
+            file=sys.stderr,
+        )
+        return 2
+    module = importlib.import_module(f"pipelines.{name}")
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
