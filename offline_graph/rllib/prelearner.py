@@ -65,7 +65,12 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         # The parent builds the RLModule (user connector pieces may use it) and the learner
         # connector pipeline. It also builds RLlib's episode buffer, which we replace.
         # Keep RLlib's ``module_spec`` kwarg (it logs a deprecation warning): it is the only
-        # spec with the spaces filled in; ``config.rl_module_spec`` has none.
+        # spec with the spaces filled in; ``config.rl_module_spec`` has none. In-process use
+        # (tests, benchmarks) gets one built from the spaces.
+        if kwargs.get("module_spec") is None:
+            kwargs["module_spec"] = config.get_multi_rl_module_spec(
+                spaces={DEFAULT_MODULE_ID: spaces}
+            )
         super().__init__(config=config, spaces=spaces, module_state=module_state, **kwargs)
         self.episode_buffer = None
         user_pieces_only(self._learner_connector)

@@ -1,0 +1,21 @@
+"""MARWIL value targets: discounted returns-to-go over whole episodes, by hand."""
+
+import numpy as np
+
+from offline_graph.returns import discounted_returns
+
+
+def test_three_step_episode_by_hand():
+    # G2 = 3; G1 = 2 + 0.9*3 = 4.7; G0 = 1 + 0.9*4.7 = 5.23
+    out = discounted_returns(np.array([1.0, 2.0, 3.0]), np.array([0, 3]), 0.9)
+    np.testing.assert_allclose(out, [5.23, 4.7, 3.0], rtol=1e-6)
+
+
+def test_returns_do_not_leak_across_episodes():
+    out = discounted_returns(np.array([1.0, 1.0, 5.0, 0.0, 2.0]), np.array([0, 2, 3, 5]), 0.5)
+    np.testing.assert_allclose(out, [1.5, 1.0, 5.0, 1.0, 2.0])
+
+
+def test_gamma_one_is_plain_suffix_sum():
+    r = np.arange(1, 6, dtype=np.float64)
+    np.testing.assert_allclose(discounted_returns(r, np.array([0, 5]), 1.0), [15, 14, 12, 9, 5])
