@@ -1,0 +1,309 @@
+"""Statistics of recorded episode files: sizes, returns and what padding would cost (no Ray).
+
+Every episode row is decoded with :func:`~offline_graph.episode_codec.decode_state` and
+checked with :func:`~offline_graph.validation.validate_episode` against a spec derived from
+the data itself: F from the first observation's ``x``, D from its ``edge_attr`` (None when
+absent), k = the episode's largest action + 1 (with a data-derived k no action can be out of
+range except a negative one, so a per-episode k checks exactly what a global one would).
+
+Byte counts are those of the arrays as stored: ``x`` float32 ``N*F*4``, ``edge_index`` int64
+``2*E*8``, ``edge_attr`` float32 ``E*D*4``. "Per transition" counts the observation each
+transition carries (``obs_t`` for ``t < T``; the final observation of an episode belongs to
+no transition, as in the converted transition rows). Node and edge count percentiles are
+over all ``T+1`` observations of every episode (numpy's default linear interpolation).
+
+Two padded layouts are priced per transition (one padded graph each):
+
+* ``box``: a flat Box padded to the observed maximum node count ``N_max`` and edge count
+  ``E_max``: ``N_max*F*4 + 2*E_max*8 + E_max*D*4``.
+* ``repeated``: RLlib ``Repeated``-style worst case with at most ``n_max`` nodes and a dense
+  ``n_max**2`` edge list: ``n_max*F*4 + n_max**2*2*8 + n_max**2*D*4``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from offline_graph.episode_codec import RawEpisode, decode_state
+from offline_graph.errors import ConfigError, FormatVersionError, OfflineGraphError, SchemaError
+from offline_graph.errors import where
+from offline_graph.format import read_file_metadata
+from offline_graph.validation import Episode, EpisodeSpec, validate_episode
+
+PERCENTILES = (50, 90, 99)
+
+
+def episode_files(path: str) -> list[str]:
+    """``path`` itself if it is a file, else the ``*.parquet`` files directly in it, sorted."""
+    if os.path.isfile(path):
+        return [path]
+    if not os.path.isdir(path):
+        raise ConfigError(
+            f"inspect: PATH must be a Parquet file or a directory of them (found {path!r}, "
+            "which does not exist). Check the path."
+        )
+    files = sorted(
+        os.path.join(path, name) for name in os.listdir(path) if name.endswith(".parquet")
+    )
+    if not files:
+        raise ConfigError(
+            f"inspect: directory {path} must hold *.parquet episode files (found none). "
+            "Record some with `offline-graph record --output DIR`."
+        )
+    return files
+
+
+def spec_from_raw(raw: RawEpisode) -> EpisodeSpec:
+    """The spec a raw episode implies: F and D from its first observation, k from its actions.
+
+    Malformed episodes get a spec anyway (F=0, k=1, ...); :func:`validate_episode` then
+    reports what is wrong with them.
+    """
+    first = raw.observations[0] if len(raw.observations) else None
+    feat, edim = 0, None
+    if isinstance(first, dict):
+        x = np.asarray(first.get("x"))
+        feat = int(x.shape[1]) if x.ndim == 2 else 0
+        ea = first.get("edge_attr")
+        if ea is not None:
+            ea = np.asarray(ea)
+            edim = int(ea.shape[1]) if ea.ndim == 2 else 0
+    actions = np.asarray(raw.actions)
+    k = 1
+    if actions.size and actions.dtype.kind in "iu":
+        k = max(int(actions.max()) + 1, 1)
+    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=k)
+
+
+@dataclass
+class Collected:
+    """Per-episode and per-observation numbers gathered from the files (input of summarize)."""
+
+    files: list[str] = field(default_factory=list)
+    versions: set[int] = field(default_factory=set)
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    terminated: int = 0
+    truncated: int = 0
+    num_nodes: list[np.ndarray] = field(default_factory=list)
+    """Node counts of all T+1 observations, one array per episode."""
+    num_edges: list[np.ndarray] = field(default_factory=list)
+    num_features: int | None = None
+    edge_dim: int | None = None
+    max_action: int = -1
+    rejected: Counter = field(default_factory=Counter)
+    first_error: dict[str, str] = field(default_factory=dict)
+
+    def add(self, ep: Episode, spec: EpisodeSpec) -> None:
+        self.returns.append(float(np.sum(ep.rewards, dtype=np.float64)))
+        self.lengths.append(len(ep))
+        self.terminated += int(ep.terminated)
+        self.truncated += int(ep.truncated)
+        self.num_nodes.append(ep.obs.num_nodes)
+        self.num_edges.append(ep.obs.num_edges)
+        self.max_action = max(self.max_action, int(ep.actions.max()))
+
+
+def _check_spec(spec: EpisodeSpec, col: Collected, ctx: str) -> None:
+    """All episodes of a data set must share F and D (the first valid episode sets them)."""
+    if col.num_features is None:
+        return
+    if spec.num_features != col.num_features or spec.edge_dim != col.edge_dim:
+        err = OfflineGraphError(
+            f"{ctx}: observation sizes must match the rest of the data, F={col.num_features} "
+            f"and D={col.edge_dim} (found F={spec.num_features}, D={spec.edge_dim}). The "
+            "files mix episodes of different observation spaces; inspect them separately."
+        )
+        err.reason = "spec_mismatch"  # type: ignore[attr-defined]
+        raise err
+
+
+def collect(path: str, *, strict: bool = False) -> Collected:
+    """Decode and validate every row under ``path``.
+
+    ``strict``: raise on the first invalid row (the error names file and row); otherwise
+    invalid rows are skipped and counted per reason in ``rejected``.
+    """
+    col = Collected()
+    for file in episode_files(path):
+        meta = read_file_metadata(file)
+        if meta.get("kind") != "episodes":
+            raise FormatVersionError(
+                f"{where(file=file)}: file kind must be 'episodes' (found {meta.get('kind')!r}). "
+                "inspect reads recorded episode files; inspect the episodes a transition "
+                "file was converted from instead."
+            )
+        table = pq.read_table(file)
+        if "item" not in table.column_names:
+            raise SchemaError(
+                f"{where(file=file)}: column 'item' must be present (found columns "
+                f"{table.column_names}). Episode files hold one msgpack episode per row in "
+                "column 'item'."
+            )
+        col.files.append(file)
+        col.versions.add(int(meta["version"]))
+        for row, item in enumerate(table.column("item").to_pylist()):
+            try:
+                raw = decode_state(item, file=file, row=row)
+                spec = spec_from_raw(raw)
+                ep = validate_episode(raw, spec, file=file, row=row)
+                _check_spec(spec, col, where(file=file, row=row, episode_id=ep.id))
+            except OfflineGraphError as err:
+                if strict:
+                    raise
+                reason = getattr(err, "reason", "decode")
+                col.rejected[reason] += 1
+                col.first_error.setdefault(reason, str(err))
+                continue
+            if col.num_features is None:
+                col.num_features, col.edge_dim = spec.num_features, spec.edge_dim
+            col.add(ep, spec)
+    return col
+
+
+def _percentiles(values: np.ndarray) -> dict[str, float]:
+    out = {f"p{q}": float(np.percentile(values, q)) for q in PERCENTILES}
+    out["max"] = float(values.max())
+    return out
+
+
+def graph_bytes(num_nodes: Any, num_edges: Any, num_features: int, edge_dim: int | None) -> Any:
+    """Bytes of graphs as stored: x float32, edge_index int64, edge_attr float32."""
+    d = edge_dim or 0
+    return num_nodes * num_features * 4 + num_edges * (2 * 8 + d * 4)
+
+
+def box_padded_bytes(n_max: int, e_max: int, num_features: int, edge_dim: int | None) -> int:
+    """One graph padded to a flat Box of ``n_max`` nodes and ``e_max`` edges."""
+    return int(graph_bytes(n_max, e_max, num_features, edge_dim))
+
+
+def repeated_padded_bytes(n_max: int, num_features: int, edge_dim: int | None) -> int:
+    """RLlib ``Repeated``-style worst case: ``n_max`` nodes and ``n_max**2`` int64 edges."""
+    return int(graph_bytes(n_max, n_max**2, num_features, edge_dim))
+
+
+def summarize(col: Collected, n_max: int | None = None) -> dict[str, Any]:
+    """The numbers ``offline-graph inspect`` prints, as a JSON-ready dict.
+
+    ``n_max`` is the node limit of the ``repeated`` layout (default: the observed max N).
+    """
+    out: dict[str, Any] = {
+        "files": len(col.files),
+        "format_version": sorted(col.versions),
+        "episodes": len(col.returns),
+        "episodes_rejected": int(sum(col.rejected.values())),
+        "rejected_by_reason": dict(sorted(col.rejected.items())),
+        "first_error_by_reason": dict(sorted(col.first_error.items())),
+    }
+    if not col.returns:
+        out["transitions"] = 0
+        return out
+    returns = np.asarray(col.returns, dtype=np.float64)
+    lengths = np.asarray(col.lengths, dtype=np.int64)
+    nodes = np.concatenate(col.num_nodes)
+    edges = np.concatenate(col.num_edges)
+    # obs_t with t < T: every episode's observations except its last one
+    keep = np.ones(nodes.shape[0], dtype=bool)
+    keep[np.cumsum(lengths + 1) - 1] = False
+    feat, edim = int(col.num_features or 0), col.edge_dim
+    transitions = int(lengths.sum())
+    real = float(graph_bytes(nodes[keep], edges[keep], feat, edim).sum()) / transitions
+    obs_n_max, obs_e_max = int(nodes.max()), int(edges.max())
+    rep_n = obs_n_max if n_max is None else int(n_max)
+    box = box_padded_bytes(obs_n_max, obs_e_max, feat, edim)
+    rep = repeated_padded_bytes(rep_n, feat, edim)
+    out.update(
+        {
+            "transitions": transitions,
+            "observations": int(nodes.shape[0]),
+            "return": {
+                "mean": float(returns.mean()),
+                "min": float(returns.min()),
+                "max": float(returns.max()),
+            },
+            "terminated": col.terminated,
+            "truncated": col.truncated,
+            "num_features": feat,
+            "edge_dim": edim,
+            "num_actions": col.max_action + 1,
+            "nodes": _percentiles(nodes),
+            "edges": _percentiles(edges),
+            "bytes_per_transition": real,
+            "padded_box": {
+                "n_max": obs_n_max,
+                "e_max": obs_e_max,
+                "bytes_per_transition": box,
+                "x_fold": box / real,
+            },
+            "padded_repeated": {
+                "n_max": rep_n,
+                "bytes_per_transition": rep,
+                "x_fold": rep / real,
+            },
+        }
+    )
+    return out
+
+
+def inspect_path(path: str, *, strict: bool = False, n_max: int | None = None) -> dict[str, Any]:
+    """:func:`collect` then :func:`summarize`."""
+    return summarize(collect(path, strict=strict), n_max=n_max)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, size in (("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_table(s: dict[str, Any]) -> str:
+    """A small human-readable table of :func:`summarize`'s numbers."""
+    rows = [
+        ("files", str(s["files"])),
+        ("format version", ", ".join(str(v) for v in s["format_version"]) or "-"),
+        ("episodes", str(s["episodes"])),
+        ("transitions", str(s["transitions"])),
+    ]
+    if s["episodes_rejected"]:
+        reasons = ", ".join(f"{k}={v}" for k, v in s["rejected_by_reason"].items())
+        rows.append(("rejected", f"{s['episodes_rejected']} ({reasons})"))
+    if s["episodes"]:
+        r = s["return"]
+        rows += [
+            ("return", f"mean {r['mean']:.3f}  min {r['min']:.3f}  max {r['max']:.3f}"),
+            ("terminated / truncated", f"{s['terminated']} / {s['truncated']}"),
+            ("F / D / k", f"{s['num_features']} / {s['edge_dim']} / {s['num_actions']}"),
+        ]
+        for name in ("nodes", "edges"):
+            p = s[name]
+            rows.append(
+                (f"{name} per obs", "  ".join(f"{k} {v:g}" for k, v in p.items()))
+            )
+        real = s["bytes_per_transition"]
+        box, rep = s["padded_box"], s["padded_repeated"]
+        rows += [
+            ("bytes / transition", f"{real:.1f} ({_fmt_bytes(real)})"),
+            (
+                f"padded Box (N={box['n_max']}, E={box['e_max']})",
+                f"{box['bytes_per_transition']} ({_fmt_bytes(box['bytes_per_transition'])})"
+                f"  {box['x_fold']:.1f}x real",
+            ),
+            (
+                f"padded Repeated (N={rep['n_max']}, N^2 edges)",
+                f"{rep['bytes_per_transition']} ({_fmt_bytes(rep['bytes_per_transition'])})"
+                f"  {rep['x_fold']:.1f}x real",
+            ),
+        ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    for reason, msg in s.get("first_error_by_reason", {}).items():
+        lines.append(f"first {reason}: {msg}")
+    return "\n".join(lines)
