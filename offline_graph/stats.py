@@ -167,9 +167,9 @@ def collect(path: str, *, strict: bool = False) -> Collected:
     return col
 
 
-def _percentiles(values: np.ndarray) -> dict[str, float]:
+def _percentiles(values: np.ndarray) -> dict[str, float | int]:
     out = {f"p{q}": float(np.percentile(values, q)) for q in PERCENTILES}
-    out["max"] = float(values.max())
+    out["max"] = int(values.max())
     return out
 
 

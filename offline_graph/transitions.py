@@ -29,7 +29,7 @@ import pyarrow as pa
 from offline_graph.collate import collate
 from offline_graph.columns import GraphColumns, counts_to_ptr
 from offline_graph.returns import discounted_returns
-from offline_graph.validation import Episode
+from offline_graph.validation import Episode, EpisodeSpec
 
 GRAPH_COLUMNS = ("x", "edge_index", "edge_attr")
 # Columns the BC / MARWIL losses never read; dropped on the way to the learner.
@@ -139,6 +139,22 @@ class Transitions:
         if columns is not None:
             arrays = {k: v for k, v in arrays.items() if k in columns}
         return pa.table(arrays)
+
+
+def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
+    """The Arrow schema of transition rows for ``spec`` (column order as in the docstring)."""
+
+    def ragged(t: pa.DataType, width: int) -> pa.DataType:
+        return pa.list_(pa.list_(t, width))
+
+    fields = [pa.field("actions", pa.int64()), pa.field("x", ragged(pa.float32(), spec.num_features)),
+              pa.field("edge_index", ragged(pa.int64(), 2))]
+    if spec.edge_dim is not None:
+        fields.append(pa.field("edge_attr", ragged(pa.float32(), spec.edge_dim)))
+    fields += [pa.field("rewards", pa.float32()), pa.field("terminateds", pa.bool_()),
+               pa.field("truncateds", pa.bool_()), pa.field("value_targets", pa.float32()),
+               pa.field("eps_id", pa.dictionary(pa.int32(), pa.string())), pa.field("t", pa.int64())]
+    return pa.schema(fields)
 
 
 def ragged_column(values: np.ndarray, ptr: np.ndarray) -> pa.ListArray:

@@ -1,0 +1,210 @@
+"""The batch conversion job: episode files -> transition rows, every transition exactly once.
+
+``read_parquet -> map_batches(ConvertEpisodes) -> write_parquet`` on Ray Data. The map step
+calls the same decode / validate / transition code as ``GraphOfflinePreLearner``
+(``offline_graph.reader``, ``offline_graph.transitions``) but emits every recorded transition
+once instead of replay-sampling. Files are named by write task (``transitions-000000.parquet``)
+and the row order is preserved, so the same input gives the same output bytes, and a retried
+task (a killed worker) rewrites the same file instead of adding one.
+
+Skip-mode accounting goes to a small named actor keyed by input block, so a retried block
+replaces its earlier report instead of counting twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from offline_graph.errors import FormatVersionError
+from offline_graph.format import make_metadata, read_file_metadata
+from offline_graph.reader import ReadStats, batch_columns, read_episodes
+from offline_graph.transitions import Transitions, transition_schema
+from offline_graph.validation import EpisodeSpec
+
+logger = logging.getLogger(__name__)
+REPORT_NAME = "conversion_report.json"
+
+
+@dataclass(frozen=True)
+class ConvertConfig:
+    """Settings of one conversion run."""
+
+    input: str
+    """Episode Parquet file or directory."""
+    output: str
+    """Output directory for transition rows (created; must be empty or absent)."""
+    spec: EpisodeSpec
+    """Feature sizes and action count the episodes must match."""
+    gamma: float = 0.99
+    """Discount of the ``value_targets`` column (returns-to-go), stored in the metadata."""
+    on_error: Literal["raise", "skip"] = "raise"
+    """Bad episodes: stop with an error naming file/row/episode/step, or skip and count."""
+    episodes_per_batch: int = 64
+    """Episode rows per map call (a retry unit)."""
+    num_workers: int = 2
+    """Map actors (each ``cpus_per_worker`` CPUs)."""
+    cpus_per_worker: float = 0.5
+    """CPU share per map actor; fractional so reads and writes still get scheduled."""
+
+
+class ConvertEpisodes:
+    """Ray Data map function: a batch of episode rows -> all of their transitions."""
+
+    def __init__(self, spec: EpisodeSpec, gamma: float, on_error: str, stats_name: str | None) -> None:
+        self.spec, self.gamma, self.on_error = spec, gamma, on_error
+        self.schema = transition_schema(spec)
+        self.stats_actor = None
+        if stats_name is not None:
+            import ray
+
+            self.stats_actor = ray.get_actor(stats_name)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        items, paths = batch_columns(batch)
+        stats = ReadStats()
+        episodes = read_episodes(items, paths, self.spec, on_error=self.on_error, stats=stats)  # type: ignore[arg-type]
+        if self.stats_actor is not None:
+            key = hashlib.blake2b(b"".join(i[:256] for i in items) + str(paths[:1]).encode(),
+                                  digest_size=16).hexdigest()
+            self.stats_actor.report.remote(key, _stats_dict(stats))
+        if not episodes:
+            return self.schema.empty_table()
+        return Transitions.from_episodes(episodes, self.gamma).to_arrow().cast(self.schema)
+
+
+def _stats_dict(stats: ReadStats) -> dict[str, Any]:
+    return {"episodes_read": stats.episodes_read, "episodes_used": stats.episodes_used,
+            "transitions_used": stats.transitions_used, "rejected": dict(stats.rejected),
+            "examples": dict(stats.examples)}
+
+
+def _stats_actor_class() -> Any:
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class ConvertStats:
+        """Idempotent per-block accounting (a retried block overwrites its own entry)."""
+
+        def __init__(self) -> None:
+            self.blocks: dict[str, dict] = {}
+
+        def report(self, key: str, stats: dict) -> None:
+            self.blocks[key] = stats
+
+        def summary(self) -> list[dict]:
+            return list(self.blocks.values())
+
+    return ConvertStats
+
+
+def _bytes_in(path: str) -> tuple[int, int]:
+    files = [path] if os.path.isfile(path) else [
+        os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")]
+    for f in files:
+        meta = read_file_metadata(f)
+        if meta["kind"] != "episodes":
+            raise FormatVersionError(
+                f"file {f}: format kind must be 'episodes' for conversion (found "
+                f"{meta['kind']!r}). The input is already converted; train from it directly."
+            )
+    return sum(os.path.getsize(f) for f in files), len(files)
+
+
+def convert(cfg: ConvertConfig) -> dict[str, Any]:
+    """Run the job; returns (and writes next to the rows) the JSON report."""
+    import ray
+    from ray.data._internal.savemode import SaveMode
+    from ray.data.datasource import FilenameProvider
+
+    class _Names(FilenameProvider):
+        def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
+            return f"transitions-{task_index:06d}.parquet"
+
+    if os.path.isdir(cfg.output) and os.listdir(cfg.output):
+        raise FileExistsError(
+            f"convert: output {cfg.output} must be empty or absent (found "
+            f"{len(os.listdir(cfg.output))} entries). Choose a new --output or delete it."
+        )
+    start = time.perf_counter()
+    bytes_in, files_in = _bytes_in(cfg.input)
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True
+    stats_name = f"offline_graph_convert_{os.getpid()}_{int(time.time() * 1e6)}"
+    stats_actor = _stats_actor_class().options(name=stats_name).remote()
+    schema = transition_schema(cfg.spec).with_metadata(
+        make_metadata("transitions", gamma=cfg.gamma, source=os.path.abspath(cfg.input)))
+    ds = ray.data.read_parquet(cfg.input, include_paths=True, num_cpus=0.5)
+    ds = ds.map_batches(
+        ConvertEpisodes,
+        fn_constructor_kwargs={"spec": cfg.spec, "gamma": cfg.gamma,
+                               "on_error": cfg.on_error, "stats_name": stats_name},
+        batch_size=cfg.episodes_per_batch,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(size=cfg.num_workers),
+        num_cpus=cfg.cpus_per_worker,
+        max_restarts=-1,
+        max_task_retries=-1,
+    )
+    ds.write_parquet(
+        cfg.output, filename_provider=_Names(),
+        arrow_parquet_args_fn=lambda: {"schema": schema, "compression": "zstd"},
+        ray_remote_args={"num_cpus": 0.25},
+        # Names are per write task and the directory was checked empty: a retried task
+        # overwrites its own file, never another's.
+        mode=SaveMode.OVERWRITE,
+    )
+    blocks = ray.get(stats_actor.summary.remote())
+    ray.kill(stats_actor)
+    total = ReadStats()
+    for b in blocks:
+        part = ReadStats(b["episodes_read"], b["episodes_used"], b["transitions_used"])
+        part.rejected.update(b["rejected"])
+        part.examples.update(b["examples"])
+        total.merge(part)
+    rows, episode_ids, bytes_out = _verify_output(cfg.output)
+    seconds = time.perf_counter() - start
+    if rows != total.transitions_used:
+        raise RuntimeError(
+            f"convert: output rows must equal validated transitions {total.transitions_used} "
+            f"(found {rows}). A worker's output was lost or duplicated; rerun the job."
+        )
+    report = {
+        "input": os.path.abspath(cfg.input), "output": os.path.abspath(cfg.output),
+        "files_in": files_in, **total.as_dict(), "episodes_in": total.episodes_read,
+        "transitions_out": rows, "episodes_out": episode_ids, "bytes_in": bytes_in,
+        "bytes_out": bytes_out, "seconds": round(seconds, 3),
+        "transitions_per_s": round(rows / seconds, 1) if seconds > 0 else None,
+        "gamma": cfg.gamma, "on_error": cfg.on_error, "format": json.loads(
+            make_metadata("transitions")[b"offline_graph"]),
+        "config": {k: v for k, v in asdict(cfg).items() if k != "spec"} | {"spec": asdict(cfg.spec)},
+    }
+    with open(os.path.join(cfg.output, REPORT_NAME), "w") as fh:
+        json.dump(report, fh, indent=2, sort_keys=True)
+    return report
+
+
+def _verify_output(output: str) -> tuple[int, int, int]:
+    """(rows, distinct episodes, bytes) of the output; (eps_id, t) must be unique."""
+    files = sorted(os.path.join(output, f) for f in os.listdir(output) if f.endswith(".parquet"))
+    if not files:
+        return 0, 0, 0
+    keys = pa.concat_tables([pq.read_table(f, columns=["eps_id", "t"]) for f in files])
+    rows = keys.num_rows
+    eps = keys.column("eps_id").cast(pa.string())
+    pairs = pa.table({"e": eps, "t": keys.column("t")}).group_by(["e", "t"]).aggregate([])
+    if pairs.num_rows != rows:
+        raise RuntimeError(
+            f"convert: (eps_id, t) must be unique in the output (found {rows - pairs.num_rows} "
+            "repeated transitions). The input holds the same episode id in several files; "
+            "de-duplicate the input."
+        )
+    return rows, len(pa.compute.unique(eps)), sum(os.path.getsize(f) for f in files)

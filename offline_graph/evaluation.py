@@ -1,0 +1,298 @@
+"""Evaluate a trained GNN policy (or a named baseline policy) in a graph environment.
+
+Episode ``i`` of an evaluation with seed ``S`` resets its env with
+``recording.episode_seeds(S, i)``, exactly as recording does, so the trained module, the
+expert and the random policy all see the same episodes (the same graphs, as long as they take
+the same actions: every step draws a fresh graph from the env's RNG, independently of the
+action; actions only decide when an episode ends).
+
+NOTE: evaluating with the seed the training data was recorded with replays the *training*
+graphs. Use a different seed (``DEFAULT_EVAL_SEED``) for a held-out score.
+
+The module is run greedily: ``argmax`` of ``forward_inference``'s logits. Episodes run in
+lockstep (``num_envs`` env copies at once) and the current observations of all running
+episodes go through one batched forward pass; each episode has its own env instance, so the
+result does not depend on ``num_envs``.
+
+Also here, because RLlib 2.60 cannot do them for offline algorithms (no EnvRunners):
+
+* :func:`learner_module`: the trained RLModule (``Algorithm.get_module()`` reads the local
+  EnvRunner's module and raises ``AttributeError`` when there is no EnvRunner group),
+* :func:`restore_module`: the RLModule alone from an ``algo.save_to_path`` checkpoint,
+* :func:`restore_algorithm`: the whole Algorithm (``Algorithm.from_checkpoint`` builds it,
+  then raises in ``restore_from_path`` syncing weights to the absent EnvRunner group).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+
+from offline_graph.collate import collate
+from offline_graph.columns import GraphColumns
+from offline_graph.errors import ConfigError
+from offline_graph.graph import GraphDict, graph_to_dict, space_sizes
+from offline_graph.recording import DEFAULT_ENV, episode_seeds, make_env, run_episode
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+DEFAULT_EVAL_SEED = 987_654_321
+"""Evaluation seed used by the pipelines: far from the small seeds data is recorded with."""
+
+MODULE_SUBDIR = os.path.join("learner_group", "learner", "rl_module")
+"""Where ``Algorithm.save_to_path`` puts the RLModules (one subdirectory per module id)."""
+
+EnvArg = str | gym.Env
+
+
+# --------------------------------------------------------------------------- scores
+def normalized_score(ret: float, random_ret: float, expert_ret: float) -> float:
+    """``100 * (ret - random) / (expert - random)``: 0 = random policy, 100 = expert."""
+    denom = float(expert_ret) - float(random_ret)
+    if denom == 0.0:
+        raise ValueError(
+            "normalized_score: expert and random returns must differ (found both "
+            f"{expert_ret!r}). Evaluate over more episodes."
+        )
+    return 100.0 * (float(ret) - float(random_ret)) / denom
+
+
+def _summary(returns: Sequence[float], lengths: Sequence[int], seed: int) -> dict[str, Any]:
+    arr = np.asarray(returns, dtype=np.float64)
+    return {
+        "mean_return": float(arr.mean()) if arr.size else float("nan"),
+        "std": float(arr.std()) if arr.size else float("nan"),
+        "returns": [float(r) for r in arr],
+        "episodes": int(arr.size),
+        "mean_length": float(np.mean(lengths)) if len(lengths) else float("nan"),
+        "seed": int(seed),
+    }
+
+
+def _check_episodes(episodes: int) -> None:
+    if int(episodes) < 1:
+        raise ConfigError(f"evaluate: episodes must be >= 1 (found {episodes!r}).")
+
+
+def _env_instance(env: EnvArg) -> gym.Env:
+    return make_env(env) if isinstance(env, str) else env
+
+
+# --------------------------------------------------------------------------- baselines
+def evaluate_policy(
+    policy: str | Callable[[GraphDict, dict], int],
+    env: EnvArg = DEFAULT_ENV,
+    episodes: int = 50,
+    seed: int = DEFAULT_EVAL_SEED,
+    epsilon: float = 0.3,
+) -> dict[str, Any]:
+    """Mean/std/list of returns of a behaviour policy over ``episodes`` seeded episodes.
+
+    ``policy`` is a name (``"expert"``, ``"random"``, ``"mixed"``: built per episode with that
+    episode's RNG, exactly as ``offline-graph record`` does) or a callable
+    ``policy(obs_dict, info) -> int`` used as is for every episode.
+    """
+    from offline_graph.env.policies import make_policy
+
+    _check_episodes(episodes)
+    instance = _env_instance(env)
+    _, edge_dim = space_sizes(instance.observation_space)
+    k = int(instance.action_space.n)  # type: ignore[attr-defined]
+    returns, lengths = [], []
+    for i in range(int(episodes)):
+        env_seed, rng = episode_seeds(int(seed), i)
+        pol = make_policy(policy, k, epsilon, rng) if isinstance(policy, str) else policy
+        _, acts, rews, _, _ = run_episode(instance, pol, env_seed, edge_dim)
+        returns.append(sum(rews))
+        lengths.append(len(acts))
+    if isinstance(env, str):
+        instance.close()
+    return _summary(returns, lengths, seed)
+
+
+# --------------------------------------------------------------------------- module
+def module_device(module: Any) -> Any:
+    """The torch device of ``module``'s parameters (CPU for a parameterless module)."""
+    import torch
+
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
+def obs_batch(observations: Sequence[GraphDict], edge_dim: int | None, device: Any = None) -> dict:
+    """``{Columns.OBS: {x, edge_index, [edge_attr], batch, ptr}}`` torch tensors of a list of
+    observation dicts (the learner's batch layout, see :mod:`offline_graph.collate`)."""
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    batched = collate(GraphColumns.from_graphs(list(observations), edge_dim))
+    return {
+        Columns.OBS: {
+            k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batched.items()
+        }
+    }
+
+
+def greedy_actions(module: Any, observations: Sequence[GraphDict], edge_dim: int | None) -> np.ndarray:
+    """Greedy (argmax of ``forward_inference`` logits) actions for a list of observations."""
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    with torch.no_grad():
+        out = module.forward_inference(obs_batch(observations, edge_dim, module_device(module)))
+    return out[Columns.ACTION_DIST_INPUTS].argmax(dim=-1).cpu().numpy().astype(np.int64)
+
+
+def evaluate_module(
+    module: Any,
+    env: EnvArg = DEFAULT_ENV,
+    episodes: int = 50,
+    seed: int = DEFAULT_EVAL_SEED,
+    num_envs: int = 16,
+) -> dict[str, Any]:
+    """Mean/std/list of returns of ``module`` acting greedily over ``episodes`` episodes.
+
+    ``env`` is an env id / ``module:Class`` string (``num_envs`` instances run in lockstep,
+    one batched forward pass per step) or an env instance (episodes then run one after the
+    other in it). Returns ``{"mean_return", "std", "returns", "episodes", "mean_length",
+    "seed"}``; the numbers do not depend on ``num_envs``.
+    """
+    _check_episodes(episodes)
+    if hasattr(module, "eval"):
+        module.eval()
+    if isinstance(env, str):
+        width = max(1, min(int(num_envs), int(episodes)))
+        envs = [make_env(env) for _ in range(width)]
+    else:
+        envs = [env]
+    _, edge_dim = space_sizes(envs[0].observation_space)
+    returns = [0.0] * int(episodes)
+    lengths = [0] * int(episodes)
+    next_episode = 0
+    # slot -> (episode index, current observation dict) of the episode running in envs[slot]
+    running: dict[int, tuple[int, GraphDict]] = {}
+
+    def start(slot: int) -> None:
+        nonlocal next_episode
+        if next_episode >= int(episodes):
+            return
+        env_seed, _ = episode_seeds(int(seed), next_episode)
+        obs, _ = envs[slot].reset(seed=env_seed)
+        running[slot] = (next_episode, graph_to_dict(obs, edge_dim))
+        next_episode += 1
+
+    for slot in range(len(envs)):
+        start(slot)
+    while running:
+        slots = sorted(running)
+        actions = greedy_actions(module, [running[s][1] for s in slots], edge_dim)
+        for slot, action in zip(slots, actions):
+            ep, _ = running.pop(slot)
+            obs, reward, terminated, truncated, _ = envs[slot].step(int(action))
+            returns[ep] += float(reward)
+            lengths[ep] += 1
+            if terminated or truncated:
+                start(slot)
+            else:
+                running[slot] = (ep, graph_to_dict(obs, edge_dim))
+    if isinstance(env, str):
+        for e in envs:
+            e.close()
+    return _summary(returns, lengths, seed)
+
+
+# --------------------------------------------------------------------------- RLlib glue
+def learner_module(algo: "Algorithm", module_id: str | None = None) -> "RLModule":
+    """A CPU copy of the trained RLModule ``module_id``, taken from the (first) Learner.
+
+    Replaces ``algo.get_module()``, which in RLlib 2.60 reads the local EnvRunner's module and
+    raises ``AttributeError`` for offline algorithms (they have no EnvRunner group; even
+    with one, its weights are never synced during offline training). Works for a local
+    learner (``num_learners=0``) and for remote/DDP learners alike.
+    """
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    mid = module_id or DEFAULT_MODULE_ID
+
+    def grab(learner: Any) -> tuple[type, tuple, dict, dict]:
+        m = learner.module[mid].unwrapped()
+        args, kwargs = m.get_ctor_args_and_kwargs()
+        return type(m), tuple(args), dict(kwargs), m.get_state()  # numpy state
+
+    results = list(algo.learner_group.foreach_learner(grab))
+    if not results:
+        raise RuntimeError("learner_module: no healthy Learner answered.")
+    cls, args, kwargs, state = results[0].get()
+    module = cls(*args, **kwargs)
+    module.set_state(state)
+    module.eval()
+    return module
+
+
+def restore_module(checkpoint: str, module_id: str | None = None) -> "RLModule":
+    """The RLModule ``module_id`` of an ``algo.save_to_path(checkpoint)`` directory (CPU).
+
+    ``checkpoint`` may also point at the module directory itself
+    (``<dir>/learner_group/learner/rl_module/<module_id>``). Needs no Ray cluster and no
+    training data (unlike :func:`restore_algorithm`).
+    """
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    mid = module_id or DEFAULT_MODULE_ID
+    path = os.path.abspath(checkpoint)
+    candidates = [os.path.join(path, MODULE_SUBDIR, mid), path]
+    for cand in candidates:
+        if os.path.isfile(os.path.join(cand, "module_state.pkl")) and os.path.isfile(
+            os.path.join(cand, "class_and_ctor_args.pkl")
+        ):
+            module = RLModule.from_checkpoint(cand)
+            module.eval()
+            return module
+    raise ConfigError(
+        f"restore_module: checkpoint must contain {os.path.join(MODULE_SUBDIR, mid)}/ "
+        f"(found no module_state.pkl under {candidates}). Pass the directory given to "
+        "`offline-graph train --checkpoint` (written by algo.save_to_path)."
+    )
+
+
+def restore_algorithm(checkpoint: str) -> "Algorithm":
+    """The whole Algorithm from an ``algo.save_to_path(checkpoint)`` directory.
+
+    ``Algorithm.from_checkpoint`` fails for offline algorithms in RLlib 2.60: it builds the
+    algorithm, then ``Algorithm.restore_from_path`` calls
+    ``self.env_runner_group.sync_weights`` on a ``None`` group. This builds it the same way
+    (pickled class and config) and restores the state with the generic
+    ``Checkpointable.restore_from_path``, skipping that EnvRunner sync. Needs a running Ray
+    and the training data at its original path (the algorithm sets up its OfflineData).
+    """
+    import pickle
+
+    from ray.rllib.utils.checkpoints import Checkpointable
+
+    path = os.path.abspath(checkpoint)
+    with open(os.path.join(path, Checkpointable.CLASS_AND_CTOR_ARGS_FILE_NAME), "rb") as f:
+        info = pickle.load(f)
+    args, kwargs = info["ctor_args_and_kwargs"]
+    algo = info["class"](*args, **kwargs)
+    if algo.env_runner_group is not None:
+        algo.restore_from_path(path)
+    else:
+        Checkpointable.restore_from_path(algo, path)
+    return algo
+
+
+def baseline_scores(
+    env: EnvArg = DEFAULT_ENV, episodes: int = 50, seed: int = DEFAULT_EVAL_SEED
+) -> dict[str, dict[str, Any]]:
+    """``{"expert": ..., "random": ...}`` evaluations over the same seeded episodes."""
+    return {
+        name: evaluate_policy(name, env, episodes, seed) for name in ("expert", "random")
+    }
