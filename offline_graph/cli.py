@@ -12,6 +12,7 @@ import sys
 COMMANDS = {
     "record": "record graph episodes from an env into Parquet",
     "inspect": "summarize recorded episodes (sizes, returns, padding cost)",
+    "convert": "convert recorded episodes into transition rows (Ray Data job)",
     "train": "train BC or MARWIL on recorded episodes or converted rows, then evaluate",
     "evaluate": "evaluate a saved checkpoint in the env",
 }

@@ -141,7 +141,7 @@ def convert(cfg: ConvertConfig) -> dict[str, Any]:
     stats_name = f"offline_graph_convert_{os.getpid()}_{int(time.time() * 1e6)}"
     stats_actor = _stats_actor_class().options(name=stats_name).remote()
     schema = transition_schema(cfg.spec).with_metadata(
-        make_metadata("transitions", gamma=cfg.gamma, source=os.path.abspath(cfg.input)))
+        make_metadata("transitions", gamma=cfg.gamma))
     ds = ray.data.read_parquet(cfg.input, include_paths=True, num_cpus=0.5)
     ds = ds.map_batches(
         ConvertEpisodes,
