@@ -119,8 +119,11 @@ def _bytes_in(path: str) -> tuple[int, int]:
     return sum(os.path.getsize(f) for f in files), len(files)
 
 
-def convert(cfg: ConvertConfig) -> dict[str, Any]:
-    """Run the job; returns (and writes next to the rows) the JSON report."""
+def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, Any]:
+    """Run the job; returns (and writes next to the rows) the JSON report.
+
+    ``map_class`` is the map step (a ``ConvertEpisodes`` subclass; tests inject faults).
+    """
     import ray
     from ray.data._internal.savemode import SaveMode
     from ray.data.datasource import FilenameProvider
@@ -144,7 +147,7 @@ def convert(cfg: ConvertConfig) -> dict[str, Any]:
         make_metadata("transitions", gamma=cfg.gamma))
     ds = ray.data.read_parquet(cfg.input, include_paths=True, num_cpus=0.5)
     ds = ds.map_batches(
-        ConvertEpisodes,
+        map_class,
         fn_constructor_kwargs={"spec": cfg.spec, "gamma": cfg.gamma,
                                "on_error": cfg.on_error, "stats_name": stats_name},
         batch_size=cfg.episodes_per_batch,

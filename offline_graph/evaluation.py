@@ -80,8 +80,8 @@ def _check_episodes(episodes: int) -> None:
         raise ConfigError(f"evaluate: episodes must be >= 1 (found {episodes!r}).")
 
 
-def _env_instance(env: EnvArg) -> gym.Env:
-    return make_env(env) if isinstance(env, str) else env
+def _env_instance(env: EnvArg, env_config: dict | None = None) -> gym.Env:
+    return make_env(env, env_config) if isinstance(env, str) else env
 
 
 # --------------------------------------------------------------------------- baselines
@@ -91,17 +91,19 @@ def evaluate_policy(
     episodes: int = 50,
     seed: int = DEFAULT_EVAL_SEED,
     epsilon: float = 0.3,
+    env_config: dict | None = None,
 ) -> dict[str, Any]:
     """Mean/std/list of returns of a behaviour policy over ``episodes`` seeded episodes.
 
     ``policy`` is a name (``"expert"``, ``"random"``, ``"mixed"``: built per episode with that
     episode's RNG, exactly as ``offline-graph record`` does) or a callable
-    ``policy(obs_dict, info) -> int`` used as is for every episode.
+    ``policy(obs_dict, info) -> int`` used as is for every episode. ``env`` is an env id /
+    ``module:Class`` string (built with ``env_config``) or an env instance.
     """
     from offline_graph.env.policies import make_policy
 
     _check_episodes(episodes)
-    instance = _env_instance(env)
+    instance = _env_instance(env, env_config)
     _, edge_dim = space_sizes(instance.observation_space)
     k = int(instance.action_space.n)  # type: ignore[attr-defined]
     returns, lengths = [], []
@@ -156,10 +158,12 @@ def evaluate_module(
     episodes: int = 50,
     seed: int = DEFAULT_EVAL_SEED,
     num_envs: int = 16,
+    env_config: dict | None = None,
 ) -> dict[str, Any]:
     """Mean/std/list of returns of ``module`` acting greedily over ``episodes`` episodes.
 
-    ``env`` is an env id / ``module:Class`` string (``num_envs`` instances run in lockstep,
+    ``env`` is an env id / ``module:Class`` string (``num_envs`` instances built with
+    ``env_config`` run in lockstep,
     one batched forward pass per step) or an env instance (episodes then run one after the
     other in it). Returns ``{"mean_return", "std", "returns", "episodes", "mean_length",
     "seed"}``; the numbers do not depend on ``num_envs``.
@@ -169,7 +173,7 @@ def evaluate_module(
         module.eval()
     if isinstance(env, str):
         width = max(1, min(int(num_envs), int(episodes)))
-        envs = [make_env(env) for _ in range(width)]
+        envs = [make_env(env, env_config) for _ in range(width)]
     else:
         envs = [env]
     _, edge_dim = space_sizes(envs[0].observation_space)
@@ -290,9 +294,13 @@ def restore_algorithm(checkpoint: str) -> "Algorithm":
 
 
 def baseline_scores(
-    env: EnvArg = DEFAULT_ENV, episodes: int = 50, seed: int = DEFAULT_EVAL_SEED
+    env: EnvArg = DEFAULT_ENV,
+    episodes: int = 50,
+    seed: int = DEFAULT_EVAL_SEED,
+    env_config: dict | None = None,
 ) -> dict[str, dict[str, Any]]:
     """``{"expert": ..., "random": ...}`` evaluations over the same seeded episodes."""
     return {
-        name: evaluate_policy(name, env, episodes, seed) for name in ("expert", "random")
+        name: evaluate_policy(name, env, episodes, seed, env_config=env_config)
+        for name in ("expert", "random")
     }

@@ -31,8 +31,13 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from offline_graph.episode_codec import RawEpisode, decode_state
-from offline_graph.errors import ConfigError, FormatVersionError, OfflineGraphError, SchemaError
-from offline_graph.errors import where
+from offline_graph.errors import (
+    ConfigError,
+    FormatVersionError,
+    OfflineGraphError,
+    SchemaError,
+    where,
+)
 from offline_graph.format import read_file_metadata
 from offline_graph.validation import Episode, EpisodeSpec, validate_episode
 
@@ -293,13 +298,17 @@ def format_table(s: dict[str, Any]) -> str:
             ("bytes / transition", f"{real:.1f} ({_fmt_bytes(real)})"),
             (
                 f"padded Box (N={box['n_max']}, E={box['e_max']})",
-                f"{box['bytes_per_transition']} ({_fmt_bytes(box['bytes_per_transition'])})"
-                f"  {box['x_fold']:.1f}x real",
+                (
+                    f"{box['bytes_per_transition']} "
+                    f"({_fmt_bytes(box['bytes_per_transition'])})  {box['x_fold']:.1f}x real"
+                ),
             ),
             (
                 f"padded Repeated (N={rep['n_max']}, N^2 edges)",
-                f"{rep['bytes_per_transition']} ({_fmt_bytes(rep['bytes_per_transition'])})"
-                f"  {rep['x_fold']:.1f}x real",
+                (
+                    f"{rep['bytes_per_transition']} "
+                    f"({_fmt_bytes(rep['bytes_per_transition'])})  {rep['x_fold']:.1f}x real"
+                ),
             ),
         ]
     width = max(len(k) for k, _ in rows)

@@ -17,6 +17,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import itertools
 import json
 import os
 import sys
@@ -65,7 +66,7 @@ def field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
+    for node, nxt in itertools.pairwise(body):
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)
@@ -211,8 +212,10 @@ def format_summary(s: dict) -> str:
         f"output       {s['output']}",
         f"episodes     {s['episodes']}",
         f"transitions  {s['transitions']}",
-        f"return       mean {s['return_mean']:.3f}  min {s['return_min']:.3f}  "
-        f"max {s['return_max']:.3f}",
+        (
+            f"return       mean {s['return_mean']:.3f}  min {s['return_min']:.3f}  "
+            f"max {s['return_max']:.3f}"
+        ),
         f"files        {len(s['files'])}",
     ]
     lines += [f"  {f}" for f in s["files"]]

@@ -30,10 +30,10 @@ from tests.helpers import make_episode, make_episode_item, make_graph, write_epi
 
 def assert_graph_equal(a: dict, b: dict) -> None:
     assert sorted(a) == sorted(b)
-    for key in a:
-        assert a[key].dtype == b[key].dtype, key
-        assert a[key].shape == b[key].shape, key
-        np.testing.assert_array_equal(a[key], b[key])
+    for key, value in a.items():
+        assert value.dtype == b[key].dtype, key
+        assert value.shape == b[key].shape, key
+        np.testing.assert_array_equal(value, b[key])
 
 
 # Zero edges WITH edge features is covered by test_zero_edges_with_edge_features (xfail).

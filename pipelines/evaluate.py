@@ -1,0 +1,173 @@
+"""Evaluate a checkpoint written by ``offline-graph train`` in the env (CleanRL style).
+
+Usage::
+
+    offline-graph evaluate --checkpoint runs/bc --episodes 100 --seed 7
+
+Restores the trained RLModule alone, from ``<checkpoint>/learner_group/learner/rl_module/
+default_policy`` with ``RLModule.from_checkpoint`` (no Ray cluster, no training data needed),
+and plays ``--episodes`` greedy episodes; the expert and random policies play the same seeded
+episodes, and the normalized score is ``100 * (module - random) / (expert - random)``.
+
+Why not ``Algorithm.from_checkpoint(DIR)``: in RLlib 2.60 it fails for offline algorithms.
+It rebuilds the algorithm (fine: the Graph observation space travels in the pickled
+constructor arguments) and then ``Algorithm.restore_from_path`` calls
+``self.env_runner_group.sync_weights(...)`` on an algorithm that has no EnvRunner group
+(``AttributeError: 'NoneType' object has no attribute 'sync_weights'``). To resume training,
+use :func:`offline_graph.evaluation.restore_algorithm` (same rebuild, generic
+``Checkpointable.restore_from_path``; needs Ray and the data).
+
+The env defaults to the one named in ``<checkpoint>/summary.json`` (written by train).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from offline_graph.errors import ConfigError, OfflineGraphError
+from offline_graph.evaluation import DEFAULT_EVAL_SEED
+from pipelines.record import field_docs
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of one evaluation run."""
+
+    checkpoint: str
+    """Directory written by offline-graph train --checkpoint (algo.save_to_path), or the
+    module directory inside it."""
+    episodes: int = 50
+    """Episodes for the module, the expert and the random policy (same seeds for all)."""
+    seed: int = DEFAULT_EVAL_SEED
+    """Evaluation seed (episode i resets the env with a seed derived from (seed, i))."""
+    env: str | None = None
+    """Env id or module:ClassName (default: the env in <checkpoint>/summary.json, else
+    offline_graph/Graph-v0)."""
+    env_config: dict = field(default_factory=dict)
+    """Keyword arguments of the env, as a JSON object (default: from summary.json)."""
+    num_envs: int = 16
+    """Episodes run in lockstep with one batched forward pass (results do not depend on it)."""
+    baselines: bool = True
+    """Also evaluate the expert and random policies (--no-baselines skips them and the
+    normalized score)."""
+    output: str | None = None
+    """Optional JSON file for the results."""
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"must be a JSON object (found {text!r}: {err})") from err
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object (found {type(value).__name__})")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    docs = field_docs(Config)
+    p = argparse.ArgumentParser(
+        prog="offline-graph evaluate",
+        description="Evaluate a trained checkpoint greedily in the env, with baselines.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--checkpoint", required=True, help=docs["checkpoint"])
+    p.add_argument("--episodes", type=int, default=Config.episodes, help=docs["episodes"])
+    p.add_argument("--seed", type=int, default=Config.seed, help=docs["seed"])
+    p.add_argument("--env", default=None, help=docs["env"])
+    p.add_argument("--env-config", type=_json_object, default=None, help=docs["env_config"])
+    p.add_argument("--num-envs", type=int, default=Config.num_envs, help=docs["num_envs"])
+    p.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True,
+                   help=docs["baselines"])
+    p.add_argument("--output", default=None, help=docs["output"])
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(Config)}
+    if values["env_config"] is None:
+        values["env_config"] = _summary(ns.checkpoint).get("config", {}).get("env_config") or {}
+    cfg = Config(**values)
+    if cfg.episodes < 1:
+        parser.error(f"evaluate: --episodes must be >= 1 (found {cfg.episodes}).")
+    if cfg.num_envs < 1:
+        parser.error(f"evaluate: --num-envs must be >= 1 (found {cfg.num_envs}).")
+    if not os.path.isdir(cfg.checkpoint):
+        parser.error(
+            f"evaluate: --checkpoint must be a directory (found {cfg.checkpoint!r} missing). "
+            "Pass the --checkpoint directory of offline-graph train."
+        )
+    return cfg
+
+
+def _summary(checkpoint: str) -> dict[str, Any]:
+    path = os.path.join(checkpoint, "summary.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def run(cfg: Config) -> dict[str, Any]:
+    """Restore the module, evaluate it (and the baselines); returns the results."""
+    from offline_graph.evaluation import (
+        baseline_scores,
+        evaluate_module,
+        normalized_score,
+        restore_module,
+    )
+    from offline_graph.recording import DEFAULT_ENV
+
+    summary = _summary(cfg.checkpoint)
+    env_name = cfg.env or summary.get("data", {}).get("env") or DEFAULT_ENV
+    module = restore_module(cfg.checkpoint)
+    t = time.perf_counter()
+    res: dict[str, Any] = {
+        "checkpoint": os.path.abspath(cfg.checkpoint),
+        "env": env_name,
+        "module": evaluate_module(module, env_name, cfg.episodes, cfg.seed, cfg.num_envs,
+                                  env_config=cfg.env_config),
+    }
+    seconds = time.perf_counter() - t
+    m = res["module"]["mean_return"]
+    line = (f"module: mean return {m:.2f} +- {res['module']['std']:.2f} over {cfg.episodes} "
+            f"episodes (seed {cfg.seed}, {seconds:.1f}s)")
+    res["normalized_score"] = None
+    if cfg.baselines:
+        res.update(baseline_scores(env_name, cfg.episodes, cfg.seed, env_config=cfg.env_config))
+        e, r = res["expert"]["mean_return"], res["random"]["mean_return"]
+        res["normalized_score"] = normalized_score(m, r, e) if e != r else None
+        score = res["normalized_score"]
+        line += (f"\nexpert {e:.2f}, random {r:.2f}; normalized score "
+                 f"{'-' if score is None else format(score, '.1f')} (0 = random, 100 = expert)")
+    print(line)
+    if cfg.output:
+        os.makedirs(os.path.dirname(os.path.abspath(cfg.output)), exist_ok=True)
+        with open(cfg.output, "w") as f:
+            json.dump(res, f, indent=2)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    try:
+        run(cfg)
+    except (OfflineGraphError, ConfigError) as err:
+        print(f"offline-graph evaluate: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
