@@ -31,6 +31,7 @@ _LAZY = {
     "GraphOfflinePreLearner": "offline_graph.rllib.prelearner",
     "GNNModule": "offline_graph.rllib.gnn_module",
     "configure": "offline_graph.rllib.configure",
+    "data_report": "offline_graph.rllib.configure",
     "GraphCollateFn": "offline_graph.rllib.collate_fn",
     "encode_episode": "offline_graph.episode_codec",
 }

@@ -7,13 +7,14 @@ once instead of replay-sampling. Files are named by write task (``transitions-00
 and the row order is preserved, so the same input gives the same output bytes, and a retried
 task (a killed worker) rewrites the same file instead of adding one.
 
-Skip-mode accounting goes to a small named actor keyed by input block, so a retried block
-replaces its earlier report instead of counting twice.
+Skip-mode accounting goes to a named collector actor (``offline_graph.accounting``) keyed by
+input block, so a retried block replaces its earlier report instead of counting twice. Whole
+damaged files (truncated, unknown version, wrong column type) are found before the job starts
+(``offline_graph.files``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -24,8 +25,10 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from offline_graph import accounting
 from offline_graph.errors import FormatVersionError
-from offline_graph.format import make_metadata, read_file_metadata
+from offline_graph.files import scan_files
+from offline_graph.format import make_metadata
 from offline_graph.reader import ReadStats, batch_columns, read_episodes
 from offline_graph.transitions import Transitions, transition_schema
 from offline_graph.validation import EpisodeSpec
@@ -62,61 +65,19 @@ class ConvertEpisodes:
     def __init__(self, spec: EpisodeSpec, gamma: float, on_error: str, stats_name: str | None) -> None:
         self.spec, self.gamma, self.on_error = spec, gamma, on_error
         self.schema = transition_schema(spec)
-        self.stats_actor = None
-        if stats_name is not None:
-            import ray
-
-            self.stats_actor = ray.get_actor(stats_name)
+        self.collector = None if stats_name is None else accounting.get_collector(stats_name)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         items, paths = batch_columns(batch)
         stats = ReadStats()
         episodes = read_episodes(items, paths, self.spec, on_error=self.on_error, stats=stats)  # type: ignore[arg-type]
-        if self.stats_actor is not None:
-            key = hashlib.blake2b(b"".join(i[:256] for i in items) + str(paths[:1]).encode(),
-                                  digest_size=16).hexdigest()
-            self.stats_actor.report.remote(key, _stats_dict(stats))
+        if self.collector is not None:
+            accounting.report(self.collector, items, paths, stats)
         if not episodes:
             return self.schema.empty_table()
         return Transitions.from_episodes(episodes, self.gamma).to_arrow().cast(self.schema)
 
 
-def _stats_dict(stats: ReadStats) -> dict[str, Any]:
-    return {"episodes_read": stats.episodes_read, "episodes_used": stats.episodes_used,
-            "transitions_used": stats.transitions_used, "rejected": dict(stats.rejected),
-            "examples": dict(stats.examples)}
-
-
-def _stats_actor_class() -> Any:
-    import ray
-
-    @ray.remote(num_cpus=0)
-    class ConvertStats:
-        """Idempotent per-block accounting (a retried block overwrites its own entry)."""
-
-        def __init__(self) -> None:
-            self.blocks: dict[str, dict] = {}
-
-        def report(self, key: str, stats: dict) -> None:
-            self.blocks[key] = stats
-
-        def summary(self) -> list[dict]:
-            return list(self.blocks.values())
-
-    return ConvertStats
-
-
-def _bytes_in(path: str) -> tuple[int, int]:
-    files = [path] if os.path.isfile(path) else [
-        os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")]
-    for f in files:
-        meta = read_file_metadata(f)
-        if meta["kind"] != "episodes":
-            raise FormatVersionError(
-                f"file {f}: format kind must be 'episodes' for conversion (found "
-                f"{meta['kind']!r}). The input is already converted; train from it directly."
-            )
-    return sum(os.path.getsize(f) for f in files), len(files)
 
 
 def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, Any]:
@@ -138,14 +99,25 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
             f"{len(os.listdir(cfg.output))} entries). Choose a new --output or delete it."
         )
     start = time.perf_counter()
-    bytes_in, files_in = _bytes_in(cfg.input)
+    scan = scan_files(cfg.input, cfg.on_error)
+    if scan.kind == "transitions":
+        raise FormatVersionError(
+            f"convert: input {cfg.input} format kind must be 'episodes' (found 'transitions'). "
+            "The input is already converted; train from it directly."
+        )
+    bytes_in = sum(os.path.getsize(f) for f in scan.files)
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     stats_name = f"offline_graph_convert_{os.getpid()}_{int(time.time() * 1e6)}"
-    stats_actor = _stats_actor_class().options(name=stats_name).remote()
+    accounting.get_collector(stats_name)
     schema = transition_schema(cfg.spec).with_metadata(
         make_metadata("transitions", gamma=cfg.gamma))
-    ds = ray.data.read_parquet(cfg.input, include_paths=True, num_cpus=0.5)
+    if not scan.files:
+        raise FormatVersionError(
+            f"convert: input {cfg.input} must hold at least one readable episode file (found "
+            f"none; rejected files by reason: {dict(scan.rejected)})."
+        )
+    ds = ray.data.read_parquet(scan.files, include_paths=True, num_cpus=0.5)
     ds = ds.map_batches(
         map_class,
         fn_constructor_kwargs={"spec": cfg.spec, "gamma": cfg.gamma,
@@ -165,14 +137,8 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         # overwrites its own file, never another's.
         mode=SaveMode.OVERWRITE,
     )
-    blocks = ray.get(stats_actor.summary.remote())
-    ray.kill(stats_actor)
-    total = ReadStats()
-    for b in blocks:
-        part = ReadStats(b["episodes_read"], b["episodes_used"], b["transitions_used"])
-        part.rejected.update(b["rejected"])
-        part.examples.update(b["examples"])
-        total.merge(part)
+    total = accounting.collect(stats_name)
+    accounting.close(stats_name)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)
     seconds = time.perf_counter() - start
     if rows != total.transitions_used:
@@ -182,7 +148,9 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         )
     report = {
         "input": os.path.abspath(cfg.input), "output": os.path.abspath(cfg.output),
-        "files_in": files_in, **total.as_dict(), "episodes_in": total.episodes_read,
+        "files_in": len(scan.files) + sum(scan.rejected.values()),
+        "files_rejected_by_reason": dict(scan.rejected),
+        "first_file_error_by_reason": dict(scan.examples), **total.as_dict(), "episodes_in": total.episodes_read,
         "transitions_out": rows, "episodes_out": episode_ids, "bytes_in": bytes_in,
         "bytes_out": bytes_out, "seconds": round(seconds, 3),
         "transitions_per_s": round(rows / seconds, 1) if seconds > 0 else None,

@@ -44,7 +44,11 @@ def graph_to_dict(graph: GraphInstance, edge_dim: int | None = None) -> GraphDic
         if graph.edges is None:
             out["edge_attr"] = np.zeros((num_edges, edge_dim), dtype=np.float32)
         else:
-            out["edge_attr"] = np.asarray(graph.edges, dtype=np.float32).reshape(num_edges, -1)
+            out["edge_attr"] = (
+                np.asarray(graph.edges, dtype=np.float32).reshape(num_edges, -1)
+                if num_edges
+                else np.zeros((0, edge_dim), dtype=np.float32)
+            )
     return out
 
 

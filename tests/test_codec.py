@@ -36,14 +36,13 @@ def assert_graph_equal(a: dict, b: dict) -> None:
         np.testing.assert_array_equal(value, b[key])
 
 
-# Zero edges WITH edge features is covered by test_zero_edges_with_edge_features (xfail).
 graph_args = st.tuples(
     st.integers(1, 12),  # n
     st.integers(0, 30),  # e
     st.integers(1, 5),  # F
     st.one_of(st.none(), st.integers(1, 3)),  # D
     st.integers(0, 2**31),  # seed
-).filter(lambda a: a[1] > 0 or a[3] is None)
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -88,12 +87,6 @@ def test_graphinstance_dict_round_trip(args):
         np.testing.assert_array_equal(back.edges, edges)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="graph.graph_to_dict reshapes edges [0, D] with reshape(0, -1), which numpy "
-    "refuses; remove this marker once graph_to_dict special-cases E == 0",
-)
 @pytest.mark.parametrize("n", [1, 4])
 def test_zero_edges_with_edge_features(n):
     g = make_graph(n, 0, F=3, D=2)

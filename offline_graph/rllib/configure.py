@@ -28,50 +28,23 @@ setting and the value it needs.
 
 from __future__ import annotations
 
-import glob
-import os
+import logging
+import uuid
 from typing import Any, Literal, TypeVar
 
 from offline_graph.errors import ConfigError
-from offline_graph.format import read_file_metadata
+from offline_graph.files import scan_files
 from offline_graph.reader import spec_from_spaces
 from offline_graph.rllib.collate_fn import GraphCollateFn
-from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings
+from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 
 C = TypeVar("C")
-
-
-def _input_files(input_: Any) -> list[str]:
-    paths = input_ if isinstance(input_, (list, tuple)) else [input_]
-    files: list[str] = []
-    for p in paths:
-        p = str(p)
-        if "://" in p:
-            continue  # remote file systems: not inspected here
-        if os.path.isdir(p):
-            files += sorted(glob.glob(os.path.join(p, "**", "*.parquet"), recursive=True))
-        elif os.path.exists(p):
-            files.append(p)
-        else:
-            raise ConfigError(
-                f"offline_data(input_=...): path must exist (found {p!r} missing). Record "
-                "episodes with `offline-graph record` or point input_ at a Parquet directory."
-            )
-    return files
+logger = logging.getLogger(__name__)
 
 
 def detect_kind(input_: Any) -> str | None:
-    """'episodes' or 'transitions' from the first local input file's metadata (None: unknown)."""
-    files = _input_files(input_)
-    if not files:
-        return None
-    kinds = {read_file_metadata(f)["kind"] for f in files[:50]}
-    if len(kinds) > 1:
-        raise ConfigError(
-            f"offline_data(input_=...): all input files must be of one kind (found {sorted(kinds)}). "
-            "Train from episode files or from converted transition rows, not both."
-        )
-    return kinds.pop()
+    """'episodes' or 'transitions' from the local input files' metadata (None: unknown)."""
+    return scan_files(input_, "raise").kind
 
 
 def configure(
@@ -102,7 +75,8 @@ def configure(
         )
     if on_error not in ("raise", "skip"):
         problems.append(f"on_error must be 'raise' or 'skip' (found {on_error!r})")
-    kind = detect_kind(cfg.input_)
+    scan = scan_files(cfg.input_, on_error) if on_error in ("raise", "skip") else None
+    kind = scan.kind if scan is not None else None
     if kind == "transitions" and cfg.input_read_episodes:
         problems.append(
             "offline_data(input_read_episodes=...) must be False for converted transition "
@@ -129,9 +103,22 @@ def configure(
             "offline_graph.configure(config) again."
         )
 
+    if scan is not None and scan.rejected:
+        if not scan.files:
+            raise ConfigError(
+                f"configure: input must hold at least one readable file (found none; rejected "
+                f"by reason: {dict(scan.rejected)}). First error: "
+                f"{next(iter(scan.examples.values()))}"
+            )
+        logger.warning("configure: skipped %d unusable input file(s): %s",
+                       sum(scan.rejected.values()), dict(scan.rejected))
+        cfg.offline_data(input_=scan.files)
     settings = GraphSettings(
         on_error=on_error,
         seed=int(seed if seed is not None else (cfg.seed if cfg.seed is not None else 0)),
+        stats_name=f"offline_graph_stats_{uuid.uuid4().hex[:12]}",
+        files_rejected=dict(scan.rejected) if scan is not None else {},
+        file_errors=dict(scan.examples) if scan is not None else {},
     )
     iter_kwargs = dict(cfg.iter_batches_kwargs)
     iter_kwargs["collate_fn"] = GraphCollateFn(settings.module_id)
@@ -173,3 +160,18 @@ def _set_value_head(cfg: Any) -> None:
     model_config = dict(getattr(cfg, "_model_config", {}) or {})
     model_config.setdefault("value_head", needs)
     cfg.rl_module(model_config=model_config)
+
+
+def data_report(config: Any) -> dict[str, Any]:
+    """Episodes/transitions read = used + rejected (per reason), over all prelearner actors.
+
+    Call on the driver after training (Ray must still be running). Includes input files
+    rejected before reading (skip mode).
+    """
+    from offline_graph import accounting
+
+    settings = read_settings(config, where="data_report")
+    out = accounting.collect(settings.stats_name).as_dict()
+    out["files_rejected_by_reason"] = dict(settings.files_rejected)
+    out["first_file_error_by_reason"] = dict(settings.file_errors)
+    return out

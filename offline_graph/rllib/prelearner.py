@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 import pyarrow as pa
+import ray
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
+from offline_graph import accounting
 from offline_graph.buffer import TransitionBuffer
 from offline_graph.reader import (
     ReadStats,
@@ -83,6 +85,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         self.gamma = float(getattr(config, "gamma", 0.99))
         self.stats = ReadStats()
         self._seen_ids: set[str] = set()
+        self._collector: Any = None
 
     def __call__(self, batch: Dict[str, np.ndarray]) -> pa.Table:  # type: ignore[override]
         """Episode rows (``item``) or transition rows -> transition rows for the learner."""
@@ -100,6 +103,10 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         )
         log_rejections(call_stats, "GraphOfflinePreLearner")
         self.stats.merge(call_stats)
+        if self.settings.stats_name and ray.is_initialized():
+            if self._collector is None:
+                self._collector = accounting.get_collector(self.settings.stats_name)
+            accounting.report(self._collector, items, paths, call_stats)
         new = episodes_to_transitions(episodes, self.gamma)
         if new is not None:
             self.buffer.add(new)

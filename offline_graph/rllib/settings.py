@@ -7,7 +7,7 @@ marks a config as configured for graph training.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from offline_graph.errors import ConfigError
@@ -25,6 +25,12 @@ class GraphSettings:
     """Seed of the prelearner's sampling (same data + seed -> same first batch)."""
     module_id: str = "default_policy"
     """The RLModule the batches are for (single-agent)."""
+    stats_name: str = ""
+    """Name of the accounting actor prelearners report to (``offline_graph.accounting``)."""
+    files_rejected: dict = field(default_factory=dict)
+    """Skip mode: input files dropped before reading, count by reason."""
+    file_errors: dict = field(default_factory=dict)
+    """Skip mode: the first error message per file rejection reason."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,397 @@
+"""Synthetic bench data: long-tailed graph episodes, and the same data for the stock paths.
+
+Graph sizes have the toy env's shape (:mod:`offline_graph.env`): ``N = 1 + Poisson(lam)`` with
+probability ``1 - tail_prob``, else ``Pareto(tail_scale, tail_alpha)``, clipped to
+``[1, n_max]``. ``lam`` is solved so that the mean is ``mean_nodes`` whatever ``n_max`` is (the
+memory case compares ``n_max`` 128 and 512 at the same mean). Defaults: mean 25, p99 ~120,
+max 512 (one graph of exactly ``n_max`` nodes is planted so the padded baselines need their
+full width). ``E = round(edges_per_node * N)`` directed edges with uniform endpoints; features
+are standard normal rounded to 1/8, like ``GraphEnv``'s noise.
+
+All graphs are generated as flat columns (:class:`~offline_graph.columns.GraphColumns`) in a
+few numpy calls; only the encoding into episode rows loops, once per episode.
+
+Data sets written by :class:`BenchData`::
+
+    episodes/          ours: column ``item`` = ``encode_episode(...)``, ``make_metadata("episodes")``
+    padded_episodes/   the first ``stock_transitions`` transitions' episodes with every
+                       observation padded to one float32 Box of ``padded_width`` (RLlib episode
+                       rows, the same ``encode_episode`` / ``SingleAgentEpisode.get_state`` bytes)
+    padded_rows/       the same transitions padded, one row per transition (Ray tensor column)
+    cartpole_episodes/ Box(4) observations with the same episode lengths and actions in {0, 1}
+
+Padded observation layout (float32)::
+
+    [N, E, x: n_max*F, edge_index: e_max*2, edge_attr: e_max*D]     e_max = round(epn * n_max)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Iterator, Sequence
+
+import gymnasium as gym
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from offline_graph.columns import GraphColumns, counts_to_ptr
+from offline_graph.format import make_metadata
+from offline_graph.validation import EpisodeSpec
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Shape of one synthetic graph data set."""
+
+    transitions: int = 100_000
+    """Approximate number of transitions (whole episodes are generated until reached)."""
+    num_features: int = 16
+    """F: node feature size."""
+    edge_dim: int = 2
+    """D: edge feature size."""
+    num_actions: int = 4
+    """k: Discrete(k) actions."""
+    mean_nodes: float = 25.0
+    """Mean node count per graph (after clipping to ``n_max``)."""
+    n_max: int = 512
+    """Largest graph; node counts are clipped to ``[1, n_max]``."""
+    tail_prob: float = 0.05
+    """Probability that a node count comes from the Pareto tail."""
+    tail_scale: float = 58.0
+    """Pareto scale (x_m) of the tail; 58 puts p99 at ~120 nodes."""
+    tail_alpha: float = 2.2
+    """Pareto shape of the tail."""
+    edges_per_node: float = 4.0
+    """Directed edges per graph: ``E = round(edges_per_node * N)``."""
+    min_len: int = 10
+    """Shortest episode (transitions)."""
+    max_len: int = 50
+    """Longest episode (transitions)."""
+    episodes_per_file: int = 200
+    """Episode rows per Parquet file (several files let Ray Data read in parallel)."""
+    seed: int = 0
+    """Seed of everything generated."""
+
+    @property
+    def spec(self) -> EpisodeSpec:
+        return EpisodeSpec(self.num_features, self.edge_dim, self.num_actions)
+
+    @property
+    def e_max(self) -> int:
+        """Edges of the largest graph (the padded baselines' edge capacity)."""
+        return int(round(self.edges_per_node * self.n_max))
+
+    @property
+    def padded_width(self) -> int:
+        """Floats of one padded observation (layout in the module docstring)."""
+        return 2 + self.n_max * self.num_features + self.e_max * (2 + self.edge_dim)
+
+
+def payload_bytes(num_nodes: np.ndarray, num_edges: np.ndarray, cfg: DataConfig) -> np.ndarray:
+    """Real payload per graph: ``N*F*4 + E*2*8 + E*D*4`` (float32 x, int64 edge_index, float32
+    edge_attr)."""
+    return (num_nodes * cfg.num_features * 4 + num_edges * 2 * 8
+            + num_edges * cfg.edge_dim * 4).astype(np.int64)
+
+
+def repeated_worst_case_bytes(cfg: DataConfig) -> int:
+    """RLlib ``Repeated`` worst case per observation, from the forum post: ``F*MAX`` float32 node
+    features plus ``2*MAX**2`` int64 edge indices (edge features not even counted)."""
+    return cfg.num_features * cfg.n_max * 4 + 2 * cfg.n_max**2 * 8
+
+
+def graph_spaces(cfg: DataConfig) -> tuple[gym.spaces.Graph, gym.spaces.Discrete]:
+    """Our (observation, action) spaces."""
+    node = gym.spaces.Box(-np.inf, np.inf, (cfg.num_features,), np.float32)
+    edge = gym.spaces.Box(-np.inf, np.inf, (cfg.edge_dim,), np.float32) if cfg.edge_dim else None
+    return gym.spaces.Graph(node_space=node, edge_space=edge), gym.spaces.Discrete(cfg.num_actions)
+
+
+def padded_spaces(cfg: DataConfig) -> tuple[gym.spaces.Box, gym.spaces.Discrete]:
+    """The stock path's spaces: one flat Box of ``padded_width`` floats."""
+    box = gym.spaces.Box(-np.inf, np.inf, (cfg.padded_width,), np.float32)
+    return box, gym.spaces.Discrete(cfg.num_actions)
+
+
+def cartpole_spaces() -> tuple[gym.spaces.Box, gym.spaces.Discrete]:
+    """CartPole-sized spaces: Box(4), Discrete(2)."""
+    return gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2)
+
+
+def _tail_mean(scale: float, alpha: float, cap: float) -> float:
+    """``E[min(X, cap)]`` for ``X ~ Pareto(scale, alpha)``."""
+    if cap <= scale:
+        return cap
+    return scale + scale**alpha * (cap ** (1 - alpha) - scale ** (1 - alpha)) / (1 - alpha)
+
+
+def node_counts(rng: np.random.Generator, num: int, cfg: DataConfig) -> np.ndarray:
+    """``num`` node counts with mean ``cfg.mean_nodes`` (see the module docstring)."""
+    p = cfg.tail_prob
+    tail = _tail_mean(cfg.tail_scale, cfg.tail_alpha, cfg.n_max)
+    lam = max((cfg.mean_nodes - p * tail) / (1 - p) - 1.0, 0.0)
+    bulk = 1 + rng.poisson(lam, num)
+    heavy = np.round(cfg.tail_scale * (1.0 + rng.pareto(cfg.tail_alpha, num)))
+    n = np.where(rng.random(num) < p, heavy, bulk)
+    n = np.clip(n, 1, cfg.n_max).astype(np.int64)
+    if num:
+        n[int(rng.integers(num))] = cfg.n_max
+    return n
+
+
+@dataclass
+class SyntheticEpisodes:
+    """Episodes as columns: ``lengths[e]`` transitions and ``lengths[e] + 1`` graphs each."""
+
+    ids: list[str]
+    lengths: np.ndarray
+    obs: GraphColumns
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+
+    def __repr__(self) -> str:
+        return (f"SyntheticEpisodes(episodes={len(self.ids)}, transitions={self.num_transitions}, "
+                f"obs={self.obs!r})")
+
+    @property
+    def num_transitions(self) -> int:
+        return int(self.lengths.sum())
+
+    @property
+    def obs_ptr(self) -> np.ndarray:
+        return counts_to_ptr(self.lengths + 1)
+
+    @property
+    def act_ptr(self) -> np.ndarray:
+        return counts_to_ptr(self.lengths)
+
+    def transition_index(self) -> np.ndarray:
+        """Graph index of every transition's observation (final observations left out)."""
+        is_final = np.zeros(len(self.obs), bool)
+        is_final[self.obs_ptr[1:] - 1] = True
+        return np.flatnonzero(~is_final)
+
+    def transition_graphs(self) -> GraphColumns:
+        return self.obs.take(self.transition_index())
+
+    def head(self, num_transitions: int) -> "SyntheticEpisodes":
+        """The first whole episodes holding at least ``num_transitions`` transitions (or all)."""
+        cum = np.cumsum(self.lengths)
+        n = int(min(np.searchsorted(cum, num_transitions) + 1, len(self.lengths)))
+        return _episode_range(self, 0, n)
+
+    def episode_slices(self) -> Iterator[tuple[int, slice, slice]]:
+        """(episode, graph slice, step slice) per episode."""
+        op, ap = self.obs_ptr, self.act_ptr
+        for e in range(len(self.ids)):
+            yield e, slice(int(op[e]), int(op[e + 1])), slice(int(ap[e]), int(ap[e + 1]))
+
+
+def generate(cfg: DataConfig) -> SyntheticEpisodes:
+    """Whole episodes until ``cfg.transitions`` transitions, all columns drawn at once."""
+    rng = np.random.default_rng(cfg.seed)
+    mean_len = (cfg.min_len + cfg.max_len) / 2
+    lengths = rng.integers(cfg.min_len, cfg.max_len + 1, int(cfg.transitions / mean_len * 1.2) + 2)
+    lengths = lengths[: int(np.searchsorted(np.cumsum(lengths), cfg.transitions)) + 1]
+    num_graphs = int((lengths + 1).sum())
+    n = node_counts(rng, num_graphs, cfg)
+    e = np.round(cfg.edges_per_node * n).astype(np.int64)
+    node_ptr, edge_ptr = counts_to_ptr(n), counts_to_ptr(e)
+    x = rng.standard_normal((int(node_ptr[-1]), cfg.num_features), dtype=np.float32)
+    x = np.round(x * 8.0) / np.float32(8.0)
+    limit = np.repeat(n, e).astype(np.float64)
+    edge_index = (rng.random((2, int(edge_ptr[-1]))) * limit).astype(np.int64)
+    edge_attr = None
+    if cfg.edge_dim:
+        edge_attr = np.round(rng.standard_normal((int(edge_ptr[-1]), cfg.edge_dim),
+                                                 dtype=np.float32) * 8.0) / np.float32(8.0)
+    steps = int(lengths.sum())
+    return SyntheticEpisodes(
+        ids=[f"bench-{cfg.seed}-{i}" for i in range(len(lengths))],
+        lengths=lengths.astype(np.int64),
+        obs=GraphColumns(x, node_ptr, edge_index, edge_ptr, edge_attr),
+        actions=rng.integers(0, cfg.num_actions, steps).astype(np.int64),
+        rewards=rng.standard_normal(steps).astype(np.float32),
+        terminated=rng.random(len(lengths)) < 0.5,
+    )
+
+
+def pad_graphs(graphs: GraphColumns, cfg: DataConfig) -> np.ndarray:
+    """Graphs -> float32 ``[G, padded_width]`` (layout in the module docstring), vectorized."""
+    num_g, f, d = len(graphs), cfg.num_features, cfg.edge_dim
+    n, e = graphs.num_nodes, graphs.num_edges
+    if num_g and (n.max() > cfg.n_max or e.max() > cfg.e_max):
+        raise ValueError(
+            f"pad_graphs: graphs must have at most n_max={cfg.n_max} nodes and e_max={cfg.e_max} "
+            f"edges (found {int(n.max())} nodes, {int(e.max())} edges). Raise n_max.")
+    out = np.zeros((num_g, cfg.padded_width), np.float32)
+    out[:, 0], out[:, 1] = n, e
+    g_of_node = np.repeat(np.arange(num_g), n)
+    g_of_edge = np.repeat(np.arange(num_g), e)
+    local_node = np.arange(len(g_of_node)) - graphs.node_ptr[g_of_node]
+    local_edge = np.arange(len(g_of_edge)) - graphs.edge_ptr[g_of_edge]
+    o = 2
+    out[:, o:o + cfg.n_max * f].reshape(num_g, cfg.n_max, f)[g_of_node, local_node] = graphs.x
+    o += cfg.n_max * f
+    out[:, o:o + cfg.e_max * 2].reshape(num_g, cfg.e_max, 2)[g_of_edge, local_edge] = (
+        graphs.edge_index.T)
+    o += cfg.e_max * 2
+    if graphs.edge_attr is not None:
+        out[:, o:o + cfg.e_max * d].reshape(num_g, cfg.e_max, d)[g_of_edge, local_edge] = (
+            graphs.edge_attr)
+    return out
+
+
+def _encode(obs: Sequence, eps: SyntheticEpisodes, e: int, steps: slice) -> bytes:
+    from offline_graph.episode_codec import encode_episode
+
+    term = bool(eps.terminated[e])
+    return encode_episode(obs, eps.actions[steps], eps.rewards[steps], terminated=term,
+                          truncated=not term, episode_id=eps.ids[e])
+
+
+def episode_items(eps: SyntheticEpisodes) -> list[bytes]:
+    """Our episode rows (observation dicts)."""
+    return [_encode([eps.obs.graph(g) for g in range(gs.start, gs.stop)], eps, e, steps)
+            for e, gs, steps in eps.episode_slices()]
+
+
+def padded_episode_items(eps: SyntheticEpisodes, cfg: DataConfig) -> list[bytes]:
+    """Stock episode rows: every observation one padded Box row."""
+    padded = pad_graphs(eps.obs, cfg)
+    return [_encode(list(padded[gs]), eps, e, steps) for e, gs, steps in eps.episode_slices()]
+
+
+def cartpole_items(eps: SyntheticEpisodes, seed: int = 0) -> list[bytes]:
+    """CartPole-sized episode rows with ``eps``' lengths (Box(4) obs, actions in {0, 1})."""
+    rng = np.random.default_rng(seed)
+    obs = rng.standard_normal((len(eps.obs), 4)).astype(np.float32)
+    cp = replace(eps, actions=eps.actions % 2)
+    return [_encode(list(obs[gs]), cp, e, steps) for e, gs, steps in eps.episode_slices()]
+
+
+def write_items(items: Sequence[bytes], path: str, stem: str = "episodes") -> str:
+    """One episode Parquet file (column ``item``, our ``episodes`` metadata, zstd)."""
+    table = pa.table({"item": pa.array(list(items), pa.binary())})
+    pq.write_table(table.replace_schema_metadata(make_metadata("episodes")), path,
+                   compression="zstd")
+    return path
+
+
+def padded_rows_table(eps: SyntheticEpisodes, cfg: DataConfig) -> pa.Table:
+    """Transitions as padded rows: ``actions`` int64 and ``obs`` as a Ray tensor column."""
+    from ray.data.extensions import ArrowTensorArray
+
+    padded = pad_graphs(eps.transition_graphs(), cfg)
+    return pa.table({"actions": pa.array(eps.actions),
+                     "obs": ArrowTensorArray.from_numpy(padded)})
+
+
+def dir_bytes(path: str) -> int:
+    """Bytes of the Parquet files under ``path``."""
+    return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path)
+               for f in fs if f.endswith(".parquet"))
+
+
+def read_items(path: str, max_rows: int | None = None) -> list[bytes]:
+    """The ``item`` values of the episode files in ``path`` (in file order)."""
+    out: list[bytes] = []
+    for f in sorted(os.listdir(path)):
+        if f.endswith(".parquet"):
+            out += pq.read_table(os.path.join(path, f), columns=["item"]).column("item").to_pylist()
+            if max_rows is not None and len(out) >= max_rows:
+                return out[:max_rows]
+    return out
+
+
+class BenchData:
+    """The data sets of one bench run under ``root``, generated on first use.
+
+    ``stock_transitions`` bounds the padded copies (65 KB per observation at n_max=512).
+    """
+
+    def __init__(self, root: str, cfg: DataConfig, stock_transitions: int) -> None:
+        self.root, self.cfg, self.stock_transitions = root, cfg, stock_transitions
+        os.makedirs(root, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"BenchData(root={self.root!r}, transitions={self.cfg.transitions})"
+
+    @cached_property
+    def episodes(self) -> SyntheticEpisodes:
+        return generate(self.cfg)
+
+    @cached_property
+    def stock_episodes(self) -> SyntheticEpisodes:
+        return self.episodes.head(self.stock_transitions)
+
+    def _write_chunks(self, name: str, eps: SyntheticEpisodes, encode) -> str:  # type: ignore[no-untyped-def]
+        out = os.path.join(self.root, name)
+        if os.path.isdir(out) and os.listdir(out):
+            return out
+        os.makedirs(out, exist_ok=True)
+        per = self.cfg.episodes_per_file
+        for i, start in enumerate(range(0, len(eps.ids), per)):
+            part = _episode_range(eps, start, min(start + per, len(eps.ids)))
+            write_items(encode(part), os.path.join(out, f"episodes-{i:05d}.parquet"))
+        return out
+
+    @cached_property
+    def episode_dir(self) -> str:
+        return self._write_chunks("episodes", self.episodes, episode_items)
+
+    @cached_property
+    def padded_dir(self) -> str:
+        return self._write_chunks("padded_episodes", self.stock_episodes,
+                                  lambda p: padded_episode_items(p, self.cfg))
+
+    @cached_property
+    def cartpole_dir(self) -> str:
+        return self._write_chunks("cartpole_episodes", self.stock_episodes, cartpole_items)
+
+    @cached_property
+    def padded_rows_dir(self) -> str:
+        out = os.path.join(self.root, "padded_rows")
+        if os.path.isdir(out) and os.listdir(out):
+            return out
+        os.makedirs(out, exist_ok=True)
+        eps, per = self.stock_episodes, self.cfg.episodes_per_file
+        for i, start in enumerate(range(0, len(eps.ids), per)):
+            part = _episode_range(eps, start, min(start + per, len(eps.ids)))
+            pq.write_table(padded_rows_table(part, self.cfg),
+                           os.path.join(out, f"rows-{i:05d}.parquet"), compression="zstd")
+        return out
+
+    @property
+    def mean_payload(self) -> float:
+        """Real payload bytes per transition of the full data set."""
+        g = self.episodes.transition_graphs()
+        return float(payload_bytes(g.num_nodes, g.num_edges, self.cfg).mean())
+
+
+def _episode_range(eps: SyntheticEpisodes, start: int, stop: int) -> SyntheticEpisodes:
+    op, ap = eps.obs_ptr, eps.act_ptr
+    return SyntheticEpisodes(
+        ids=eps.ids[start:stop], lengths=eps.lengths[start:stop],
+        obs=eps.obs.slice(int(op[start]), int(op[stop])),
+        actions=eps.actions[ap[start]:ap[stop]], rewards=eps.rewards[ap[start]:ap[stop]],
+        terminated=eps.terminated[start:stop],
+    )
+
+
+def size_summary(eps: SyntheticEpisodes) -> dict[str, float]:
+    """Node-count statistics of the transitions' graphs."""
+    n = eps.obs.num_nodes[eps.transition_index()]
+    return {"mean": float(n.mean()), "p50": float(np.percentile(n, 50)),
+            "p99": float(np.percentile(n, 99)), "max": int(n.max()) if n.size else 0,
+            "edges_per_node": float(eps.obs.num_edges.sum() / max(eps.obs.num_nodes.sum(), 1))}
+
+
+__all__ = ["BenchData", "DataConfig", "SyntheticEpisodes", "generate", "pad_graphs",
+           "payload_bytes", "repeated_worst_case_bytes", "graph_spaces", "padded_spaces",
+           "cartpole_spaces", "episode_items", "padded_episode_items", "cartpole_items",
+           "read_items", "dir_bytes", "size_summary"]

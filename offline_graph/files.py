@@ -1,0 +1,120 @@
+"""Input files: list them, and check each one's readability, format and schema up front.
+
+Whole-file damage (a truncated Parquet file, an unknown format version, a wrong column type)
+is found here, before Ray Data reads anything, so that ``raise`` mode stops with the file
+named and ``skip`` mode drops the file and counts it, never a failure deep in a Ray worker.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from offline_graph.errors import (
+    ConfigError,
+    FormatVersionError,
+    OfflineGraphError,
+    SchemaError,
+    where,
+)
+from offline_graph.format import parse_metadata
+
+REQUIRED = {
+    "episodes": {"item": (pa.binary(), pa.large_binary())},
+    "transitions": {"actions": None, "x": None, "edge_index": None},
+}
+
+
+@dataclass
+class FileScan:
+    """Usable files of one kind, and the files rejected (skip mode) by reason."""
+
+    kind: str | None
+    files: list[str]
+    rejected: Counter = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+
+
+def list_files(input_: Any) -> list[str]:
+    """Local Parquet files under ``input_`` (paths or dirs); remote URIs are not listed."""
+    paths = input_ if isinstance(input_, (list, tuple)) else [input_]
+    files: list[str] = []
+    for p in map(str, paths):
+        if "://" in p:
+            continue
+        if os.path.isdir(p):
+            files += sorted(glob.glob(os.path.join(p, "**", "*.parquet"), recursive=True))
+        elif os.path.exists(p):
+            files.append(p)
+        else:
+            raise ConfigError(
+                f"input: path must exist (found {p!r} missing). Record episodes with "
+                "`offline-graph record` or point the input at a Parquet file or directory."
+            )
+    return files
+
+
+def check_file(path: str) -> dict[str, Any]:
+    """Metadata of one file after checking it opens, its format and its required columns."""
+    try:
+        schema = pq.read_schema(path)
+        pq.ParquetFile(path).metadata  # footer must be complete
+    except Exception as err:  # pyarrow raises several types for damaged files
+        e = FormatVersionError(
+            f"{where(file=path)}: file must be a complete Parquet file (found {type(err).__name__}: "
+            f"{err}). The file is truncated or not Parquet; re-record or re-convert it."
+        )
+        e.reason = "unreadable_file"  # type: ignore[attr-defined]
+        raise e from err
+    try:
+        meta = parse_metadata(schema.metadata, path)
+    except FormatVersionError as err:
+        err.reason = "format_version"  # type: ignore[attr-defined]
+        raise
+    for name, types in REQUIRED[meta["kind"]].items():
+        if name not in schema.names:
+            e = SchemaError(
+                f"{where(file=path, column=name)}: column must be present in {meta['kind']} "
+                f"files (found columns {schema.names}). The file was written by another tool."
+            )
+            e.reason = "schema"  # type: ignore[attr-defined]
+            raise e
+        if types and schema.field(name).type not in types:
+            e = SchemaError(
+                f"{where(file=path, column=name)}: column type must be binary (found "
+                f"{schema.field(name).type}). Episode rows hold msgpack bytes."
+            )
+            e.reason = "schema"  # type: ignore[attr-defined]
+            raise e
+    return meta
+
+
+def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> FileScan:
+    """Check every local input file; in skip mode bad files are dropped and counted."""
+    scan = FileScan(kind=None, files=[])
+    kinds: dict[str, str] = {}
+    for path in list_files(input_):
+        try:
+            kinds[path] = check_file(path)["kind"]
+        except OfflineGraphError as err:
+            if on_error == "raise":
+                raise
+            reason = getattr(err, "reason", "unreadable_file")
+            scan.rejected[reason] += 1
+            scan.examples.setdefault(reason, str(err))
+            continue
+        scan.files.append(path)
+    found = set(kinds.values())
+    if len(found) > 1:
+        raise ConfigError(
+            f"input: all files must be of one kind (found {sorted(found)}). Train from episode "
+            "files or from converted transition rows, not both."
+        )
+    scan.kind = found.pop() if found else None
+    return scan
