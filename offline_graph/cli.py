@@ -15,6 +15,7 @@ COMMANDS = {
     "convert": "convert recorded episodes into transition rows (Ray Data job)",
     "train": "train BC or MARWIL on recorded episodes or converted rows, then evaluate",
     "evaluate": "evaluate a saved checkpoint in the env",
+    "bench": "benchmark the graph data path against RLlib's stock padded path",
 }
 
 

@@ -23,10 +23,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offline_graph import accounting
-from offline_graph.errors import FormatVersionError
+from offline_graph.errors import FormatVersionError, GraphValidationError, reraise_project_error
 from offline_graph.files import scan_files
 from offline_graph.format import make_metadata
 from offline_graph.reader import ReadStats, batch_columns, read_episodes
@@ -86,7 +87,6 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     ``map_class`` is the map step (a ``ConvertEpisodes`` subclass; tests inject faults).
     """
     import ray
-    from ray.data._internal.savemode import SaveMode
     from ray.data.datasource import FilenameProvider
 
     class _Names(FilenameProvider):
@@ -129,14 +129,12 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         max_restarts=-1,
         max_task_retries=-1,
     )
-    ds.write_parquet(
-        cfg.output, filename_provider=_Names(),
-        arrow_parquet_args_fn=lambda: {"schema": schema, "compression": "zstd"},
-        ray_remote_args={"num_cpus": 0.25},
-        # Names are per write task and the directory was checked empty: a retried task
-        # overwrites its own file, never another's.
-        mode=SaveMode.OVERWRITE,
-    )
+    try:
+        _write(ds, cfg.output, _Names(), schema)
+    except Exception as err:
+        accounting.close(stats_name)
+        reraise_project_error(err)
+        raise
     total = accounting.collect(stats_name)
     accounting.close(stats_name)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)
@@ -163,6 +161,19 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     return report
 
 
+def _write(ds: Any, output: str, names: Any, schema: pa.Schema) -> None:
+    from ray.data._internal.savemode import SaveMode
+
+    ds.write_parquet(
+        output, filename_provider=names,
+        arrow_parquet_args_fn=lambda: {"schema": schema, "compression": "zstd"},
+        ray_remote_args={"num_cpus": 0.25},
+        # Names are per write task and the directory was checked empty: a retried task
+        # overwrites its own file, never another's.
+        mode=SaveMode.OVERWRITE,
+    )
+
+
 def _verify_output(output: str) -> tuple[int, int, int]:
     """(rows, distinct episodes, bytes) of the output; (eps_id, t) must be unique."""
     files = sorted(os.path.join(output, f) for f in os.listdir(output) if f.endswith(".parquet"))
@@ -171,11 +182,17 @@ def _verify_output(output: str) -> tuple[int, int, int]:
     keys = pa.concat_tables([pq.read_table(f, columns=["eps_id", "t"]) for f in files])
     rows = keys.num_rows
     eps = keys.column("eps_id").cast(pa.string())
-    pairs = pa.table({"e": eps, "t": keys.column("t")}).group_by(["e", "t"]).aggregate([])
+    pairs = pa.table({"e": eps, "t": keys.column("t"), "n": keys.column("t")}).group_by(
+        ["e", "t"]).aggregate([("n", "count")])
     if pairs.num_rows != rows:
-        raise RuntimeError(
-            f"convert: (eps_id, t) must be unique in the output (found {rows - pairs.num_rows} "
-            "repeated transitions). The input holds the same episode id in several files; "
-            "de-duplicate the input."
+        repeated = pairs.filter(pc.greater(pairs.column("n_count"), 1))
+        dup = repeated.column("e")[0].as_py()
+        err = GraphValidationError(
+            f"convert, output {output}: (eps_id, t) must be unique (found "
+            f"{rows - pairs.num_rows} repeated transitions, e.g. of episode {dup!r}). The same "
+            "episode id occurs in several input blocks; de-duplicate the input files "
+            "(within one block duplicates are skipped/raised like any bad episode)."
         )
-    return rows, len(pa.compute.unique(eps)), sum(os.path.getsize(f) for f in files)
+        err.reason = "duplicate_id"  # type: ignore[attr-defined]
+        raise err
+    return rows, len(pc.unique(eps)), sum(os.path.getsize(f) for f in files)

@@ -52,3 +52,45 @@ def where(
     if column is not None:
         parts.append(f"column {column!r}")
     return ", ".join(parts) if parts else "offline_graph"
+
+
+REASON_SUFFIX = " [reason: {}]"
+
+
+def find_project_error(err: BaseException) -> OfflineGraphError | None:
+    """The offline_graph error inside a (possibly Ray-wrapped) exception chain, if any.
+
+    Ray re-raises worker exceptions wrapped (``RayTaskError``, Ray Data's
+    ``UserCodeException``) and does not always keep the original object; then the error is
+    rebuilt from the last ``offline_graph.errors.<Class>: <message>`` line of the text.
+    """
+    import re
+    import sys
+
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [err]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OfflineGraphError):
+            return e
+        stack += [e.__cause__, e.__context__, getattr(e, "cause", None)]
+    matches = re.findall(r"offline_graph\.errors\.(\w+): (.*)", str(err))
+    if not matches:
+        return None
+    name, message = matches[-1]
+    cls = getattr(sys.modules[__name__], name, OfflineGraphError)
+    found = cls(message.strip())
+    reason = re.search(r"\[reason: (\w+)\]$", message.strip())
+    if reason:
+        found.reason = reason.group(1)  # type: ignore[attr-defined]
+    return found
+
+
+def reraise_project_error(err: BaseException) -> None:
+    """Raise the offline_graph error found in ``err``'s chain as itself (no Ray wrapping)."""
+    found = find_project_error(err)
+    if found is not None:
+        raise found from None

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from offline_graph.episode_codec import decode_state
-from offline_graph.errors import OfflineGraphError, SchemaError, where
+from offline_graph.errors import REASON_SUFFIX, OfflineGraphError, SchemaError, where
 from offline_graph.transitions import Transitions
 from offline_graph.validation import Episode, EpisodeSpec, validate_episode
 
@@ -53,18 +53,21 @@ class ReadStats:
         }
 
 
-def locate_row(path: str | None, item: bytes) -> int | None:
-    """Row number of ``item`` in episode file ``path`` (error path only; None if unknown)."""
+def locate_row(path: str | None, item: bytes, last: bool = False) -> int | None:
+    """Row number of ``item`` in episode file ``path`` (error path only; None if unknown).
+
+    ``last``: the last row holding these exact bytes (a duplicated row is its second copy).
+    """
     if not path:
         return None
     try:
-        col = pq.read_table(path, columns=["item"]).column("item")
-        for i, value in enumerate(col.to_pylist()):
-            if value == item:
-                return i
+        values = pq.read_table(path, columns=["item"]).column("item").to_pylist()
     except Exception:  # a damaged file: the row stays unknown
         return None
-    return None
+    rows = [i for i, value in enumerate(values) if value == item]
+    if not rows:
+        return None
+    return rows[-1] if last else rows[0]
 
 
 def batch_columns(batch: Any) -> tuple[list[Any], list[str | None]]:
@@ -114,11 +117,14 @@ def read_episodes(
         except OfflineGraphError as err:
             reason = getattr(err, "reason", "decode")
             if on_error == "raise":
-                row = locate_row(path, item)
+                row = locate_row(path, item, last=reason == "duplicate_id")
                 msg = str(err)
                 if row is not None and path is not None:
                     msg = msg.replace(f"file {path}", f"file {path}, row {row}", 1)
-                raise type(err)(msg) from err
+                msg += REASON_SUFFIX.format(reason)
+                clean = type(err)(msg)
+                clean.reason = reason  # type: ignore[attr-defined]
+                raise clean from err
             stats.rejected[reason] += 1
             stats.examples.setdefault(reason, str(err))
             continue

@@ -208,13 +208,6 @@ def parse_args(argv: list[str] | None = None) -> Config:
 
 
 # --------------------------------------------------------------------------- data
-def data_files(data: str) -> list[str]:
-    """The Parquet files of ``data`` (a file or a directory, searched recursively)."""
-    from offline_graph.rllib.configure import _input_files
-
-    return _input_files(data)
-
-
 def data_metadata(files: list[str]) -> dict[str, Any]:
     """The offline_graph metadata of the first file (env, policy, seed, kind, ...)."""
     from offline_graph.format import read_file_metadata
@@ -382,11 +375,14 @@ def run(cfg: Config) -> dict[str, Any]:
         learner_module,
         normalized_score,
     )
+    from offline_graph.files import scan_files
     from offline_graph.recording import DEFAULT_ENV, make_env
-    from offline_graph.rllib.configure import detect_kind
+    from offline_graph.rllib.configure import data_report
 
-    kind = detect_kind(cfg.data)
-    files = data_files(cfg.data)
+    # The kind (episodes / transitions) comes from the files' metadata; it sets
+    # input_read_episodes (configure checks the same files again).
+    scan = scan_files(cfg.data, cfg.on_error)  # type: ignore[arg-type]
+    kind, files = scan.kind, scan.files
     if kind is None or not files:
         raise ConfigError(
             f"train: --data must contain Parquet files (found none under {cfg.data!r}). "
@@ -432,6 +428,10 @@ def run(cfg: Config) -> dict[str, Any]:
         os.makedirs(cfg.checkpoint, exist_ok=True)
         ckpt = str(algo.save_to_path(os.path.abspath(cfg.checkpoint)))
         module = learner_module(algo)
+        try:
+            report: dict[str, Any] | None = data_report(config)
+        except Exception as err:  # accounting is informative only
+            report = {"error": f"{type(err).__name__}: {err}"}
     finally:
         if algo is not None:
             algo.stop()
@@ -465,7 +465,9 @@ def run(cfg: Config) -> dict[str, Any]:
         "config": dataclasses.asdict(cfg),
         "data": {"kind": kind, "files": len(files), "env": env_name, "metadata": meta,
                  "payload_bytes_per_transition": side.data_bytes_per_transition(),
-                 "side_sample_transitions": side.num_transitions},
+                 "side_sample_transitions": side.num_transitions,
+                 "files_rejected_before_training": dict(scan.rejected),
+                 "report": report},
         "bytes_per_transition_note": (
             "x + edge_index + edge_attr bytes of one collated learner-sized batch drawn "
             "locally per iteration, divided by the batch size (batch/ptr not counted)"
