@@ -231,7 +231,7 @@ def _evaluate_module(
 
 
 # --------------------------------------------------------------------------- RLlib glue
-def learner_module(algo: "Algorithm", module_id: str | None = None) -> "RLModule":
+def learner_module(algo: Algorithm, module_id: str | None = None) -> RLModule:
     """A CPU copy of the trained RLModule ``module_id``, taken from the (first) Learner.
 
     Replaces ``algo.get_module()``, which in RLlib 2.60 reads the local EnvRunner's module and
@@ -248,7 +248,13 @@ def learner_module(algo: "Algorithm", module_id: str | None = None) -> "RLModule
         args, kwargs = m.get_ctor_args_and_kwargs()
         return type(m), tuple(args), dict(kwargs), m.get_state()  # numpy state
 
-    results = list(algo.learner_group.foreach_learner(grab))
+    group: Any = algo.learner_group
+    if group is None:
+        raise ConfigError(
+            "learner_module: algo.learner_group must exist (found None). Build the algorithm "
+            "with config.build_algo() on the new API stack."
+        )
+    results = list(group.foreach_learner(grab))
     if not results:
         raise RuntimeError("learner_module: no healthy Learner answered.")
     cls, args, kwargs, state = results[0].get()
@@ -258,7 +264,7 @@ def learner_module(algo: "Algorithm", module_id: str | None = None) -> "RLModule
     return module
 
 
-def restore_module(checkpoint: str, module_id: str | None = None) -> "RLModule":
+def restore_module(checkpoint: str, module_id: str | None = None) -> RLModule:
     """The RLModule ``module_id`` of an ``algo.save_to_path(checkpoint)`` directory (CPU).
 
     ``checkpoint`` may also point at the module directory itself
@@ -275,9 +281,9 @@ def restore_module(checkpoint: str, module_id: str | None = None) -> "RLModule":
         if os.path.isfile(os.path.join(cand, "module_state.pkl")) and os.path.isfile(
             os.path.join(cand, "class_and_ctor_args.pkl")
         ):
-            module = RLModule.from_checkpoint(cand)
+            module: Any = RLModule.from_checkpoint(cand)
             module.eval()
-            return module
+            return module  # type: ignore[no-any-return]
     raise ConfigError(
         f"restore_module: checkpoint must contain {os.path.join(MODULE_SUBDIR, mid)}/ "
         f"(found no module_state.pkl under {candidates}). Pass the directory given to "
@@ -285,7 +291,7 @@ def restore_module(checkpoint: str, module_id: str | None = None) -> "RLModule":
     )
 
 
-def restore_algorithm(checkpoint: str) -> "Algorithm":
+def restore_algorithm(checkpoint: str) -> Algorithm:
     """The whole Algorithm from an ``algo.save_to_path(checkpoint)`` directory.
 
     ``Algorithm.from_checkpoint`` fails for offline algorithms in RLlib 2.60: it builds the

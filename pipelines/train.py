@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = {f.name: f for f in dataclasses.fields(Config)}
     for name, kw in opt:
         f = defaults[name]
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc,operator]
         p.add_argument("--" + name.replace("_", "-"), default=default, help=docs[name], **kw)
     return p
 
@@ -397,7 +397,7 @@ def run(cfg: Config) -> dict[str, Any]:
               "with; the evaluation replays training graphs.", file=sys.stderr)
 
     side = SideSampler(files, kind, obs_space, act_space, cfg.batch_size, cfg.seed, cfg.on_error)
-    print(f"data: {cfg.data} ({len(files)} {kind} file(s), env {env_name}); "
+    print(f"data: {cfg.data} ({len(files)} file(s) of {kind}, env {env_name}); "
           f"{side.data_bytes_per_transition():.0f} payload bytes/transition over "
           f"{side.num_transitions} locally decoded transitions")
 
@@ -430,7 +430,7 @@ def run(cfg: Config) -> dict[str, Any]:
         module = learner_module(algo)
         try:
             report: dict[str, Any] | None = data_report(config)
-        except Exception as err:  # accounting is informative only
+        except Exception as err:  # noqa: BLE001 (the accounting is informative only)
             report = {"error": f"{type(err).__name__}: {err}"}
     finally:
         if algo is not None:
@@ -517,7 +517,7 @@ def quiet_ray_data() -> None:
         for attr in ("enable_operator_progress_bars", "print_on_execution_start"):
             if hasattr(ctx, attr):
                 setattr(ctx, attr, False)
-    except Exception:  # only cosmetics
+    except Exception:  # noqa: BLE001, S110 (only cosmetics)
         pass
     for name in ("ray.data", "ray.rllib", "ray.tune"):
         logging.getLogger(name).setLevel(logging.WARNING)

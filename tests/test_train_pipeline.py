@@ -47,12 +47,13 @@ def expert_data(tmp_path_factory) -> str:
 
 
 def make_config(algo: str, num_learners: int, data: str):
-    import offline_graph
-    from offline_graph import GNNModule, GraphOfflinePreLearner
-    from offline_graph.env import GraphEnv
     from ray.rllib.algorithms.bc import BCConfig
     from ray.rllib.algorithms.marwil import MARWILConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    import offline_graph
+    from offline_graph import GNNModule, GraphOfflinePreLearner
+    from offline_graph.env import GraphEnv
 
     env = GraphEnv()
     cls = BCConfig if algo == "bc" else MARWILConfig

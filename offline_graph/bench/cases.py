@@ -15,16 +15,16 @@ Stock baselines (``ray.rllib`` as installed, no changes):
   (``round(B / mean episode length)`` episodes), so both emit ~B learner rows per call. (RLlib's
   own default, ``B`` episode rows per call, makes the stock path decode ~30x more than it emits.)
 
-Ray Data runs use 2 actors x 0.5 CPU for both paths and ``DataContext.wait_for_min_actors_s``
-so that reads do not run ahead while the actors start; steady-state rates are taken after the
-first batch, and "repeats" of a streaming run are equal windows of its transitions.
+Ray Data runs use 2 actors x 0.5 CPU for both paths. Start-up is excluded: a pipeline run is
+timed from the first map call to the last learner batch (:func:`pipeline_rate`), a stream
+without actors from its first batch (:func:`stream_rate`). Repeats of Ray Data runs are capped
+at 2 (1 with ``--quick``): each run pays ~20-40 s of actor start-up on a loaded 2-CPU machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -225,31 +225,53 @@ def time_prelearner(make: Callable[[], Any], items: Sequence[bytes], per_call: i
     return n / (time.perf_counter() - start)
 
 
-def steady_rate(batches: Iterable[Any], count: Callable[[Any], int], windows: int
-                ) -> tuple[list[float], float, float]:
-    """(rate per window, rate over the whole stream, seconds to the first batch).
-
-    Timing starts when the first batch arrives; the rest is cut into ``windows`` windows of
-    equal transition counts (the repeats of one streaming run).
-    """
+def stream_rate(batches: Iterable[Any], count: Callable[[Any], int]) -> tuple[float, float]:
+    """(transitions/s after the first batch, seconds to the first batch) of a batch stream."""
     it = iter(batches)
     t_start = time.perf_counter()
     next(it)
     t0 = time.perf_counter()
-    marks: list[tuple[float, int]] = []
-    n = 0
-    for b in it:
-        n += count(b)
-        marks.append((time.perf_counter(), n))
-    if not marks:
-        raise RuntimeError("steady_rate: the stream must hold more than one batch (found 1).")
-    total = n / (marks[-1][0] - t0)
-    rates, prev_t, prev_n, k = [], t0, 0, 1
-    for t, c in marks:
-        if c >= n * k / windows:
-            rates.append((c - prev_n) / max(t - prev_t, 1e-9))
-            prev_t, prev_n, k = t, c, k + 1
-    return rates, total, t0 - t_start
+    n = sum(count(b) for b in it)
+    if n == 0:
+        raise RuntimeError("stream_rate: the stream must hold more than one batch (found 1).")
+    return n / (time.perf_counter() - t0), t0 - t_start
+
+
+def first_call_marked(cls: type, marker: str) -> type:
+    """``cls`` whose first ``__call__`` in each process writes ``time.time()`` to
+    ``<marker>.<pid>`` (the start of real work in a Ray Data actor)."""
+
+    class FirstCallMarked(cls):  # type: ignore[valid-type, misc]
+        def __call__(self, batch: Any) -> Any:
+            if not getattr(self, "_first_call_marked", False):
+                self._first_call_marked = True
+                with open(f"{marker}.{os.getpid()}", "w") as fh:
+                    fh.write(repr(time.time()))
+            return super().__call__(batch)
+
+    FirstCallMarked.__name__ = FirstCallMarked.__qualname__ = cls.__name__
+    return FirstCallMarked
+
+
+def pipeline_rate(make_batches: Callable[[str], Iterable[Any]], count: Callable[[Any], int],
+                  marker_dir: str) -> tuple[float, float]:
+    """(transitions/s, seconds of start-up) of one Ray Data run.
+
+    ``make_batches(marker)`` builds the stream with its map class wrapped by
+    :func:`first_call_marked`. Start-up (actor and read-worker start) is excluded: the clock
+    starts when the first map call starts, and stops when the last batch arrives. (Timing
+    from the first delivered batch does not work here: under load Ray Data delivers the first
+    batch only after most blocks are mapped.)
+    """
+    os.makedirs(marker_dir, exist_ok=True)
+    marker = os.path.join(marker_dir, f"first-call-{time.time_ns()}")
+    t_start = time.time()
+    n = sum(count(b) for b in make_batches(marker))
+    t_end = time.time()
+    d, stem = os.path.split(marker)
+    firsts = [float(open(os.path.join(d, f)).read()) for f in os.listdir(d) if f.startswith(stem)]
+    first = min(firsts)
+    return n / (t_end - first), first - t_start
 
 
 def _timeit(fn: Callable[[], Any], min_s: float = 0.2) -> float:
@@ -412,7 +434,7 @@ def case_prelearner(ctx: BenchContext) -> list[Row]:
 
 
 def case_pipeline(ctx: BenchContext) -> list[Row]:
-    """Parquet -> Ray Data map_batches(prelearner) -> learner batches, steady state, 2 CPUs."""
+    """Parquet -> Ray Data map_batches(prelearner) -> learner batches, 2 CPUs, start-up excluded."""
     ray = ctx.ray()
     from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
@@ -422,49 +444,69 @@ def case_pipeline(ctx: BenchContext) -> list[Row]:
     data, cfg, B = ctx.data, ctx.cfg, ctx.batch_size
     pool = {"compute": ray.data.ActorPoolStrategy(size=2), "num_cpus": 0.5}
     count = lambda b: len(b["default_policy/actions"])  # noqa: E731
-    windows = max(ctx.repeats, 1)
+    markers = os.path.join(data.root, "markers")
+    runs = max(1, min(ctx.repeats, 1 if ctx.quick else 2))
 
-    def ours(input_: str, episodes: bool, batch_size: int) -> tuple[list[float], float, float]:
-        ds = ray.data.read_parquet(input_).map_batches(
-            GraphOfflinePreLearner, batch_size=batch_size, batch_format="pyarrow",
-            fn_constructor_kwargs={"config": ctx.graph_config(input_, episodes),
-                                   "spaces": graph_spaces(cfg)}, **pool)
-        return steady_rate(ds.iter_torch_batches(batch_size=B, collate_fn=GraphCollateFn(),
-                                                 drop_last=True), count, windows)
+    def ours(input_: str, episodes: bool, batch_size: int) -> Callable[[str], Iterable[Any]]:
+        def make(marker: str) -> Iterable[Any]:
+            ds = ray.data.read_parquet(input_).map_batches(
+                first_call_marked(GraphOfflinePreLearner, marker), batch_size=batch_size,
+                batch_format="pyarrow", fn_constructor_kwargs={
+                    "config": ctx.graph_config(input_, episodes), "spaces": graph_spaces(cfg)},
+                **pool)
+            return ds.iter_torch_batches(batch_size=B, collate_fn=GraphCollateFn(),
+                                         drop_last=True)
+        return make
 
-    ep = ours(data.episode_dir, True, ctx.episodes_per_call)
-    rows = ours(ctx.converted_dir, False, 8 * B)
-    ds = ray.data.read_parquet(data.padded_dir).map_batches(
-        OfflinePreLearner, batch_size=ctx.stock_episodes_per_call, zero_copy_batch=True,
-        fn_constructor_kwargs=ctx.stock_kwargs(data.padded_dir, padded_spaces(cfg)), **pool)
-    stock = steady_rate(ds.iter_batches(batch_size=B), count, windows)
+    def stock(marker: str) -> Iterable[Any]:
+        ds = ray.data.read_parquet(data.padded_dir).map_batches(
+            first_call_marked(OfflinePreLearner, marker), batch_size=ctx.stock_episodes_per_call,
+            zero_copy_batch=True,
+            fn_constructor_kwargs=ctx.stock_kwargs(data.padded_dir, padded_spaces(cfg)), **pool)
+        return ds.iter_batches(batch_size=B)
 
-    def note(r: tuple[list[float], float, float], extra: str) -> str:
-        return f"whole stream {r[1]:.0f}/s, first batch after {r[2]:.1f} s; {extra}"
+    res: dict[str, list[tuple[float, float]]] = {"ep": [], "rows": [], "stock": []}
+    for _ in range(runs):
+        res["ep"].append(pipeline_rate(ours(data.episode_dir, True, ctx.episodes_per_call),
+                                       count, markers))
+        res["rows"].append(pipeline_rate(ours(ctx.converted_dir, False, 8 * B), count, markers))
+        res["stock"].append(pipeline_rate(stock, count, markers))
 
-    base = f"stock OfflinePreLearner -> iter_batches, padded episodes (whole stream {stock[1]:.0f}/s)"
+    def rates(key: str) -> list[float]:
+        return [r for r, _ in res[key]]
+
+    def startup(key: str) -> str:
+        return f"start-up {median(s for _, s in res[key]):.0f} s excluded"
+
+    base = (f"stock OfflinePreLearner -> iter_batches on padded episodes, "
+            f"{ctx.stock_episodes_per_call} episodes per call ({startup('stock')})")
     return [
-        Row("pipeline", "episode files -> GraphCollateFn batches", TRANSITIONS_S, ep[0], stock[0],
-            base, note=note(ep, f"{ctx.episodes_per_call} episodes per call")),
-        Row("pipeline", "converted rows -> GraphCollateFn batches", TRANSITIONS_S, rows[0],
-            stock[0], base, note=note(rows, f"{8 * B} rows per call")),
+        Row("pipeline", "episode files -> GraphCollateFn batches", TRANSITIONS_S, rates("ep"),
+            rates("stock"), base,
+            note=f"{ctx.episodes_per_call} episodes per call, {startup('ep')}"),
+        Row("pipeline", "converted rows -> GraphCollateFn batches", TRANSITIONS_S,
+            rates("rows"), rates("stock"), base,
+            note=f"{8 * B} rows per call, {startup('rows')}"),
     ]
 
 
 def case_stream(ctx: BenchContext) -> list[Row]:
-    """Converted rows -> ``iter_torch_batches(collate_fn=GraphCollateFn())`` (no prelearner)."""
+    """Converted rows -> ``iter_torch_batches(collate_fn=GraphCollateFn())`` (no prelearner),
+    timed from the first batch."""
     ray = ctx.ray()
     from offline_graph.rllib.collate_fn import GraphCollateFn
 
-    B, windows = ctx.batch_size, max(ctx.repeats, 1)
-    ours = steady_rate(ray.data.read_parquet(ctx.converted_dir).iter_torch_batches(
-        batch_size=B, collate_fn=GraphCollateFn(), drop_last=True),
-        lambda b: len(b["default_policy/actions"]), windows)
-    stock = steady_rate(ray.data.read_parquet(ctx.data.padded_rows_dir).iter_torch_batches(
-        batch_size=B, drop_last=True), lambda b: len(b["actions"]), windows)
-    return [Row("stream", "converted rows -> learner batches", TRANSITIONS_S, ours[0], stock[0],
-                f"iter_torch_batches over padded rows (whole stream {stock[1]:.0f}/s)",
-                note=f"whole stream {ours[1]:.0f}/s, B={B}")]
+    B = ctx.batch_size
+    ours, stock = [], []
+    for _ in range(max(1, min(ctx.repeats, 1 if ctx.quick else 2))):
+        ours.append(stream_rate(ray.data.read_parquet(ctx.converted_dir).iter_torch_batches(
+            batch_size=B, collate_fn=GraphCollateFn(), drop_last=True),
+            lambda b: len(b["default_policy/actions"]))[0])
+        stock.append(stream_rate(ray.data.read_parquet(ctx.data.padded_rows_dir)
+                                 .iter_torch_batches(batch_size=B, drop_last=True),
+                                 lambda b: len(b["actions"]))[0])
+    return [Row("stream", "converted rows -> learner batches", TRANSITIONS_S, ours, stock,
+                "iter_torch_batches over padded rows (Ray tensor column)", note=f"B={B}")]
 
 
 def case_collate(ctx: BenchContext) -> list[Row]:
@@ -537,12 +579,13 @@ def case_memory(ctx: BenchContext) -> list[Row]:
     return rows
 
 
-def _rss_mb() -> float:
+def _proc_status_mb(key: str) -> float:
+    """``VmRSS`` / ``VmHWM`` of this process in MB (Linux)."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1024
-    return float("nan")
+    raise RuntimeError(f"memory case: /proc/self/status must have {key} (found none); Linux only.")
 
 
 def memory_worker(args_json: str) -> None:
@@ -557,13 +600,17 @@ def memory_worker(args_json: str) -> None:
         pre = ctx.ours_prelearner(args["path"])
     else:
         pre = ctx.stock_prelearner(args["path"], padded_spaces(cfg))
-    baseline = _rss_mb()
+    # Reset the peak (VmHWM) after imports and construction. (ru_maxrss is no good here: a
+    # child started by fork+exec inherits the parent's peak.)
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    baseline = _proc_status_mb("VmRSS")
     n = 0
     for f in sorted(os.listdir(args["path"])):
         pf = pq.ParquetFile(os.path.join(args["path"], f))
         for rb in pf.iter_batches(batch_size=args["per_call"], columns=["item"]):
             n += _rows(pre(_item_batch(rb.column(0).to_pylist())))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _proc_status_mb("VmHWM")
     print(json.dumps({"baseline_mb": baseline, "peak_mb": peak,
                       "delta_mb": max(peak - baseline, 0.0), "transitions": n}))
 

@@ -1,0 +1,119 @@
+"""offline-graph bench: the quick table of the cheap cases, the stock data, and no padding."""
+
+import json
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from offline_graph.bench.cases import BenchContext, _item_batch, learner_batch_breakdown
+from offline_graph.bench.data import (
+    BenchData,
+    DataConfig,
+    generate,
+    pad_graphs,
+    payload_bytes,
+    read_items,
+    size_summary,
+)
+from pipelines import bench
+
+CHEAP_ROWS = {
+    ("prelearner", "episodes -> learner rows (graphs)"),
+    ("prelearner", "episodes -> learner rows vs CartPole"),
+    ("prelearner", "ours, 64 episodes per call"),
+    ("collate", "collate(GraphColumns) B=256"),
+    ("collate", "table_to_batch(Arrow) B=256"),
+    ("collate", "collate(GraphColumns) B=1024"),
+    ("collate", "table_to_batch(Arrow) B=1024"),
+}
+
+
+def parse_table(text):
+    """Rows of the printed table as dicts keyed by the header's column names."""
+    lines = text.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("case ") and " | " in ln)
+    names = [c.strip() for c in lines[head].split(" | ")]
+    rows = []
+    for ln in lines[head + 2:]:
+        if " | " not in ln:
+            break
+        cells = [c.strip() for c in ln.split(" | ")]
+        rows.append(dict(zip(names, cells + [""] * (len(names) - len(cells)))))
+    return rows
+
+
+def test_quick_table_of_cheap_cases(tmp_path, capsys):
+    out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
+    rc = bench.main(["collate", "prelearner", "--quick", "--repeats", "1",
+                     "--transitions", "4000", "--stock-transitions", "600",
+                     "--workdir", str(tmp_path / "data"), "--json", str(out_json),
+                     "--plot", str(out_png)])
+    assert rc == 0
+    rows = parse_table(capsys.readouterr().out)
+    assert {(r["case"], r["metric"]) for r in rows} == CHEAP_ROWS
+    for r in rows:
+        ratio = float(r["ratio"].rstrip("x"))
+        assert math.isfinite(ratio) and ratio > 0, r
+        assert float(r["ours med"].replace(",", "")) > 0, r
+    saved = json.loads(out_json.read_text())
+    assert len(saved["rows"]) == len(CHEAP_ROWS)
+    assert all(r["ratio"] > 0 for r in saved["rows"])
+    assert out_png.stat().st_size > 0
+
+
+def test_data_is_long_tailed_and_padding_round_trips():
+    cfg = DataConfig(transitions=20_000, seed=2)
+    eps = generate(cfg)
+    sizes = size_summary(eps)
+    assert 23 <= sizes["mean"] <= 27 and 100 <= sizes["p99"] <= 140 and sizes["max"] == 512
+    assert sizes["edges_per_node"] == 4.0
+    graphs = eps.obs.slice(0, 40)
+    padded = pad_graphs(graphs, cfg)
+    assert padded.shape == (40, cfg.padded_width) and padded.dtype == np.float32
+    for g in (0, 17, 39):
+        ref, row = graphs.graph(g), padded[g]
+        n, e = int(row[0]), int(row[1])
+        o = 2
+        np.testing.assert_array_equal(row[o:o + n * 16].reshape(n, 16), ref["x"])
+        assert not row[o + n * 16:o + cfg.n_max * 16].any()
+        o += cfg.n_max * 16
+        np.testing.assert_array_equal(row[o:o + 2 * e].reshape(e, 2).T, ref["edge_index"])
+        o += cfg.e_max * 2
+        np.testing.assert_array_equal(row[o:o + 2 * e].reshape(e, 2), ref["edge_attr"])
+
+
+def test_learner_batch_holds_the_real_payload_and_no_padding(tmp_path):
+    cfg = DataConfig(transitions=3_000, seed=3, episodes_per_file=40)
+    data = BenchData(str(tmp_path), cfg, stock_transitions=0)
+    eps = data.episodes
+    assert size_summary(eps)["max"] == 512  # long tail up to N_max, mean ~25
+    # The true (N, E) of every transition's graph, keyed by its first node's features.
+    truth = {}
+    for g in eps.transition_index():
+        gr = eps.obs.graph(int(g))
+        truth[gr["x"][0].tobytes()] = (len(gr["x"]), gr["edge_index"].shape[1])
+    pre = BenchContext(data=data, batch_size=128).ours_prelearner(data.episode_dir)
+    items = read_items(data.episode_dir)
+    table = pa.concat_tables([pre(_item_batch(items[i:i + 8])) for i in range(0, len(items), 8)])
+    num = table.num_rows
+    assert num > 0 and num % 128 == 0
+    x = table.column("x").combine_chunks()
+    starts = x.offsets.to_numpy()[:-1]
+    first_rows = x.flatten().flatten().to_numpy().reshape(-1, 16)
+    sampled = np.array([truth[first_rows[s].tobytes()] for s in starts])
+    n, e = sampled[:, 0], sampled[:, 1]
+    assert n.max() > 100 and np.median(n) < 30  # the sample is long-tailed too
+    payload = int(payload_bytes(n, e, cfg).sum())
+
+    parts = learner_batch_breakdown(table)
+    batch_ptr = int(n.sum()) * 8 + (num + 1) * 8  # batch: sumN int64, ptr: B+1 int64
+    scalars = num * 8 + num * 4  # actions int64, value_targets float32
+    assert parts["payload"] == payload
+    assert parts["batch_ptr"] == batch_ptr
+    assert parts["scalars"] == scalars
+    assert parts["total"] == payload + batch_ptr + scalars
+    assert parts["total"] - parts["batch_ptr"] <= 1.05 * payload
+    print(f"learner batch: payload {payload / num:.0f} B/transition, batch+ptr "
+          f"{batch_ptr / num:.0f} B/transition ({batch_ptr / payload:.3f}x payload), "
+          f"actions+value_targets {scalars / num:.0f} B/transition")
