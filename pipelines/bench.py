@@ -107,7 +107,7 @@ def format_table(rows: Sequence[Any]) -> str:
 
     def join(cells: Sequence[str]) -> str:
         return " | ".join(c.ljust(w) if i < 2 or i == 7 else c.rjust(w)
-                          for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+                          for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
 
     out = [join(COLUMNS), "-+-".join("-" * w for w in widths)]
     out += [join(ln) for ln in lines]
@@ -126,7 +126,7 @@ def plot_rows(rows: Sequence[Any], path: str) -> None:
     xs = range(len(sel))
     ax.bar([x - 0.2 for x in xs], [median(r.ours) for r in sel], 0.4, label="offline_graph")
     ax.bar([x + 0.2 for x in xs], [median(r.base) for r in sel], 0.4, label="stock RLlib")
-    for x, r in zip(xs, sel):
+    for x, r in zip(xs, sel, strict=True):
         ax.annotate(f"{r.ratio:.1f}x", (x, median(r.ours)), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(xs))
     ax.set_xticklabels([f"{r.case}\n{r.metric}\n[{r.unit}]" for r in sel], fontsize=7,

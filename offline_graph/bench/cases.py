@@ -16,9 +16,11 @@ Stock baselines (``ray.rllib`` as installed, no changes):
   own default, ``B`` episode rows per call, makes the stock path decode ~30x more than it emits.)
 
 Ray Data runs use 2 actors x 0.5 CPU for both paths. Start-up is excluded: a pipeline run is
-timed from the first map call to the last learner batch (:func:`pipeline_rate`), a stream
-without actors from its first batch (:func:`stream_rate`). Repeats of Ray Data runs are capped
-at 2 (1 with ``--quick``): each run pays ~20-40 s of actor start-up on a loaded 2-CPU machine.
+timed from the first map call to the last learner batch (:func:`pipeline_rate`; full runs
+start reads only once the actors are up), a stream without actors from its first batch
+(:func:`stream_rate`). With ``--quick`` every Ray Data run and the conversion job run once
+(each run pays ~10-40 s of start-up on a loaded 2-CPU machine); the conversion job runs at
+most twice.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
+from functools import partial
 from statistics import median
 from typing import Any, Callable, Iterable, Sequence
 
@@ -118,7 +120,7 @@ class BenchContext:
         return max(1, int(round(self.batch_size / mean_len)))
 
     def ray(self) -> Any:
-        """Ray, started once on 2 CPUs (quiet Ray Data, actors started before reads)."""
+        """Ray, started once on 2 CPUs (quiet Ray Data; full runs start actors before reads)."""
         import ray
 
         if not self._ray:
@@ -127,7 +129,10 @@ class BenchContext:
             dctx = ray.data.DataContext.get_current()
             dctx.enable_progress_bars = False
             dctx.print_on_execution_start = False
-            dctx.wait_for_min_actors_s = 600
+            # Full runs start reads only once the map actors are up, so no read work is done
+            # before a pipeline's clock starts; --quick skips that wait (~10 s per pipeline)
+            # and may read some blocks for free during actor start-up.
+            dctx.wait_for_min_actors_s = -1 if self.quick else 600
             dctx.execution_options.preserve_order = False
             self._ray = True
         return ray
@@ -445,7 +450,7 @@ def case_pipeline(ctx: BenchContext) -> list[Row]:
     pool = {"compute": ray.data.ActorPoolStrategy(size=2), "num_cpus": 0.5}
     count = lambda b: len(b["default_policy/actions"])  # noqa: E731
     markers = os.path.join(data.root, "markers")
-    runs = max(1, min(ctx.repeats, 1 if ctx.quick else 2))
+    runs = 1 if ctx.quick else ctx.repeats
 
     def ours(input_: str, episodes: bool, batch_size: int) -> Callable[[str], Iterable[Any]]:
         def make(marker: str) -> Iterable[Any]:
@@ -498,7 +503,7 @@ def case_stream(ctx: BenchContext) -> list[Row]:
 
     B = ctx.batch_size
     ours, stock = [], []
-    for _ in range(max(1, min(ctx.repeats, 1 if ctx.quick else 2))):
+    for _ in range(1 if ctx.quick else ctx.repeats):
         ours.append(stream_rate(ray.data.read_parquet(ctx.converted_dir).iter_torch_batches(
             batch_size=B, collate_fn=GraphCollateFn(), drop_last=True),
             lambda b: len(b["default_policy/actions"]))[0])
@@ -522,7 +527,7 @@ def case_collate(ctx: BenchContext) -> list[Row]:
     rows = []
     for B in (256, 1024):
         reps: dict[str, list[float]] = {"cols": [], "table": [], "pyg": []}
-        for r in range(ctx.repeats):
+        for _ in range(ctx.repeats):
             idx = rng.integers(0, len(graphs), B)
             cols = graphs.take(idx)
             n = len(idx)
@@ -534,9 +539,9 @@ def case_collate(ctx: BenchContext) -> list[Row]:
                          edge_index=torch.from_numpy(np.ascontiguousarray(g["edge_index"])),
                          edge_attr=torch.from_numpy(g["edge_attr"]))
                     for g in (cols.graph(i) for i in range(n))]
-            reps["cols"].append(B / _timeit(lambda: collate(cols)))
-            reps["table"].append(B / _timeit(lambda: table_to_batch(table)))
-            reps["pyg"].append(B / _timeit(lambda: Batch.from_data_list(data)))
+            reps["cols"].append(B / _timeit(partial(collate, cols)))
+            reps["table"].append(B / _timeit(partial(table_to_batch, table)))
+            reps["pyg"].append(B / _timeit(partial(Batch.from_data_list, data)))
         base = "torch_geometric Batch.from_data_list (Data objects prebuilt)"
         rows += [
             Row("collate", f"collate(GraphColumns) B={B}", "graphs/s", reps["cols"], reps["pyg"],
@@ -549,7 +554,7 @@ def case_collate(ctx: BenchContext) -> list[Row]:
 
 def case_memory(ctx: BenchContext) -> list[Row]:
     """Peak RSS of a prelearner worker (one subprocess each) for N_max 128 vs 512."""
-    res: dict[tuple[str, int], dict[str, float]] = {}
+    procs: dict[tuple[str, int], subprocess.Popen] = {}
     for n_max in (128, 512):
         cfg = DataConfig(transitions=ctx.memory_transitions, n_max=n_max, seed=1,
                          episodes_per_file=64)
@@ -558,13 +563,17 @@ def case_memory(ctx: BenchContext) -> list[Row]:
         for who, path in (("ours", bd.episode_dir), ("stock", bd.padded_dir)):
             args = {"who": who, "path": path, "cfg": asdict(cfg), "batch_size": ctx.batch_size,
                     "per_call": ctx.stock_episodes_per_call}
-            proc = subprocess.run(
+            # One process per measurement, all at once: each process's own peak is measured.
+            procs[(who, n_max)] = subprocess.Popen(
                 [sys.executable, "-c", "import sys; from offline_graph.bench.cases import "
                  "memory_worker; memory_worker(sys.argv[1])", json.dumps(args)],
-                capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                raise RuntimeError(f"memory worker {who} n_max={n_max} failed:\n{proc.stderr[-3000:]}")
-            res[(who, n_max)] = json.loads(proc.stdout.strip().splitlines()[-1])
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    res: dict[tuple[str, int], dict[str, float]] = {}
+    for key, proc in procs.items():
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"memory worker {key} failed:\n{err[-3000:]}")
+        res[key] = json.loads(out.strip().splitlines()[-1])
     rows = []
     for n_max in (128, 512):
         o, s = res[("ours", n_max)], res[("stock", n_max)]
@@ -628,8 +637,9 @@ def learner_steps(ctx: BenchContext, device: str, batch_size: int = 4096, steps:
 
     ray = ctx.ray()
     obs_space, act_space = graph_spaces(ctx.cfg)
-    module = RLModuleSpec(module_class=GNNModule, observation_space=obs_space,
-                          action_space=act_space, model_config={}).build().to(device)
+    module: Any = RLModuleSpec(module_class=GNNModule, observation_space=obs_space,
+                               action_space=act_space, model_config={}).build()
+    module.to(device)
     opt = torch.optim.Adam(module.parameters(), lr=1e-3)
     it = iter(ray.data.read_parquet(ctx.converted_dir).iter_torch_batches(
         batch_size=batch_size, collate_fn=GraphCollateFn(), drop_last=True))

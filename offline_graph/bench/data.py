@@ -13,7 +13,7 @@ few numpy calls; only the encoding into episode rows loops, once per episode.
 
 Data sets written by :class:`BenchData`::
 
-    episodes/          ours: column ``item`` = ``encode_episode(...)``, ``make_metadata("episodes")``
+    episodes/          ours: column ``item`` = ``encode_episode(...)``, "episodes" metadata
     padded_episodes/   the first ``stock_transitions`` transitions' episodes with every
                        observation padded to one float32 Box of ``padded_width`` (RLlib episode
                        rows, the same ``encode_episode`` / ``SingleAgentEpisode.get_state`` bytes)
@@ -181,7 +181,7 @@ class SyntheticEpisodes:
     def head(self, num_transitions: int) -> "SyntheticEpisodes":
         """The first whole episodes holding at least ``num_transitions`` transitions (or all)."""
         cum = np.cumsum(self.lengths)
-        n = int(min(np.searchsorted(cum, num_transitions) + 1, len(self.lengths)))
+        n = min(int(np.searchsorted(cum, num_transitions)) + 1, len(self.lengths))
         return _episode_range(self, 0, n)
 
     def episode_slices(self) -> Iterator[tuple[int, slice, slice]]:
@@ -189,6 +189,11 @@ class SyntheticEpisodes:
         op, ap = self.obs_ptr, self.act_ptr
         for e in range(len(self.ids)):
             yield e, slice(int(op[e]), int(op[e + 1])), slice(int(ap[e]), int(ap[e + 1]))
+
+
+def _quantize(noise: np.ndarray) -> np.ndarray:
+    """Rounded to multiples of 1/8, as GraphEnv's noise (recorded files compress alike)."""
+    return np.round(noise * np.float32(8.0)) / np.float32(8.0)
 
 
 def generate(cfg: DataConfig) -> SyntheticEpisodes:
@@ -201,14 +206,13 @@ def generate(cfg: DataConfig) -> SyntheticEpisodes:
     n = node_counts(rng, num_graphs, cfg)
     e = np.round(cfg.edges_per_node * n).astype(np.int64)
     node_ptr, edge_ptr = counts_to_ptr(n), counts_to_ptr(e)
-    x = rng.standard_normal((int(node_ptr[-1]), cfg.num_features), dtype=np.float32)
-    x = np.round(x * 8.0) / np.float32(8.0)
+    x = _quantize(rng.standard_normal((int(node_ptr[-1]), cfg.num_features), dtype=np.float32))
     limit = np.repeat(n, e).astype(np.float64)
     edge_index = (rng.random((2, int(edge_ptr[-1]))) * limit).astype(np.int64)
     edge_attr = None
     if cfg.edge_dim:
-        edge_attr = np.round(rng.standard_normal((int(edge_ptr[-1]), cfg.edge_dim),
-                                                 dtype=np.float32) * 8.0) / np.float32(8.0)
+        edge_attr = _quantize(rng.standard_normal((int(edge_ptr[-1]), cfg.edge_dim),
+                                                  dtype=np.float32))
     steps = int(lengths.sum())
     return SyntheticEpisodes(
         ids=[f"bench-{cfg.seed}-{i}" for i in range(len(lengths))],
@@ -250,7 +254,8 @@ def _encode(obs: Sequence, eps: SyntheticEpisodes, e: int, steps: slice) -> byte
     from offline_graph.episode_codec import encode_episode
 
     term = bool(eps.terminated[e])
-    return encode_episode(obs, eps.actions[steps], eps.rewards[steps], terminated=term,
+    return encode_episode(obs, eps.actions[steps].tolist(), eps.rewards[steps].tolist(),
+                          terminated=term,
                           truncated=not term, episode_id=eps.ids[e])
 
 
@@ -387,7 +392,7 @@ def size_summary(eps: SyntheticEpisodes) -> dict[str, float]:
     """Node-count statistics of the transitions' graphs."""
     n = eps.obs.num_nodes[eps.transition_index()]
     return {"mean": float(n.mean()), "p50": float(np.percentile(n, 50)),
-            "p99": float(np.percentile(n, 99)), "max": int(n.max()) if n.size else 0,
+            "p99": float(np.percentile(n, 99)), "max": int(np.max(n)) if n.size else 0,
             "edges_per_node": float(eps.obs.num_edges.sum() / max(eps.obs.num_nodes.sum(), 1))}
 
 
