@@ -1,9 +1,10 @@
 """Run-wide accounting of read / used / rejected episodes across Ray workers.
 
-Workers (prelearner actors, conversion map actors) report a :class:`ReadStats` per input
-block to one named actor, keyed by a digest of the block, so a block retried after a worker
-died replaces its earlier report instead of counting twice. The driver reads the merged
-totals with :func:`collect`.
+Workers (prelearner actors, conversion map tasks) report a :class:`ReadStats` per input
+block to one named, detached collector actor per cluster (created on first use, reused by
+later runs), under the run's name and keyed by a digest of the block, so a block retried
+after a worker died replaces its earlier report instead of counting twice. The driver reads
+the merged totals of its run with :func:`collect` and drops them with :func:`close`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Sequence
 from offline_graph.reader import ReadStats
 
 NAMESPACE = "offline_graph"
+COLLECTOR = "offline_graph_accounting"
 
 
 def block_key(items: Sequence[bytes], paths: Sequence[str | None]) -> str:
@@ -50,45 +52,53 @@ def _actor_class() -> Any:
         """Idempotent per-block accounting (a retried block overwrites its own entry)."""
 
         def __init__(self) -> None:
-            self.blocks: dict[str, dict] = {}
+            self.runs: dict[str, dict[str, dict]] = {}
 
-        def report(self, key: str, stats: dict) -> None:
-            self.blocks[key] = stats
+        def report(self, run: str, key: str, stats: dict) -> None:
+            self.runs.setdefault(run, {})[key] = stats
 
-        def summary(self) -> list[dict]:
-            return list(self.blocks.values())
+        def summary(self, run: str) -> list[dict]:
+            return list(self.runs.get(run, {}).values())
+
+        def drop(self, run: str) -> None:
+            self.runs.pop(run, None)
 
     return StatsCollector
 
 
-def get_collector(name: str) -> Any:
-    """The named collector actor (created on first use; lives until :func:`close`)."""
+def get_collector() -> Any:
+    """The cluster's collector actor (created on first use, then reused)."""
     return _actor_class().options(
-        name=name, namespace=NAMESPACE, get_if_exists=True, lifetime="detached"
+        name=COLLECTOR, namespace=NAMESPACE, get_if_exists=True, lifetime="detached"
     ).remote()
 
 
-def report(collector: Any, items: Sequence[bytes], paths: Sequence[str | None], stats: ReadStats) -> None:
-    """Send one block's stats (fire and forget)."""
-    collector.report.remote(block_key(items, paths), to_dict(stats))
+def report(
+    collector: Any, run: str, items: Sequence[bytes], paths: Sequence[str | None], stats: ReadStats
+) -> None:
+    """Send one block's stats for run ``run``; waits for the ack, so that every block's report
+    has arrived by the time the block's output exists."""
+    import ray
+
+    ray.get(collector.report.remote(run, block_key(items, paths), to_dict(stats)))
 
 
-def collect(name: str) -> ReadStats:
-    """Merged totals of collector ``name`` (empty stats if nothing was reported)."""
+def collect(run: str) -> ReadStats:
+    """Merged totals of run ``run`` (empty stats if nothing was reported)."""
     import ray
 
     try:
-        actor = ray.get_actor(name, namespace=NAMESPACE)
+        actor = ray.get_actor(COLLECTOR, namespace=NAMESPACE)
     except ValueError:
         return ReadStats()
-    return from_dicts(ray.get(actor.summary.remote()))
+    return from_dicts(ray.get(actor.summary.remote(run)))
 
 
-def close(name: str) -> None:
-    """Kill collector ``name`` if it exists."""
+def close(run: str) -> None:
+    """Forget run ``run``'s reports."""
     import ray
 
     try:
-        ray.kill(ray.get_actor(name, namespace=NAMESPACE))
+        ray.get(ray.get_actor(COLLECTOR, namespace=NAMESPACE).drop.remote(run))
     except ValueError:
         pass

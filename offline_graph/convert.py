@@ -55,9 +55,9 @@ class ConvertConfig:
     episodes_per_batch: int = 64
     """Episode rows per map call (a retry unit)."""
     num_workers: int = 2
-    """Map actors (each ``cpus_per_worker`` CPUs)."""
+    """Concurrent map tasks (each ``cpus_per_worker`` CPUs)."""
     cpus_per_worker: float = 0.5
-    """CPU share per map actor; fractional so reads and writes still get scheduled."""
+    """CPU share per map task; fractional so reads and writes still get scheduled."""
 
 
 class ConvertEpisodes:
@@ -66,19 +66,37 @@ class ConvertEpisodes:
     def __init__(self, spec: EpisodeSpec, gamma: float, on_error: str, stats_name: str | None) -> None:
         self.spec, self.gamma, self.on_error = spec, gamma, on_error
         self.schema = transition_schema(spec)
-        self.collector = None if stats_name is None else accounting.get_collector(stats_name)
+        self.stats_name = stats_name
+        self.collector = None if stats_name is None else accounting.get_collector()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         items, paths = batch_columns(batch)
         stats = ReadStats()
         episodes = read_episodes(items, paths, self.spec, on_error=self.on_error, stats=stats)  # type: ignore[arg-type]
         if self.collector is not None:
-            accounting.report(self.collector, items, paths, stats)
+            accounting.report(self.collector, self.stats_name, items, paths, stats)
         if not episodes:
             return self.schema.empty_table()
         return Transitions.from_episodes(episodes, self.gamma).to_arrow().cast(self.schema)
 
 
+
+
+_WORKER_CACHE: dict[tuple, ConvertEpisodes] = {}
+
+
+def convert_block(batch: pa.Table, *, map_class: type, spec: EpisodeSpec, gamma: float,
+                  on_error: str, stats_name: str | None) -> pa.Table:
+    """Ray Data task: one block of episode rows -> its transitions.
+
+    Runs as a Ray *task* (workers are reused across jobs, no actor start-up per job); the
+    ``map_class`` instance is cached per worker process.
+    """
+    key = (map_class, spec, gamma, on_error, stats_name)
+    fn = _WORKER_CACHE.get(key)
+    if fn is None:
+        fn = _WORKER_CACHE[key] = map_class(spec, gamma, on_error, stats_name)
+    return fn(batch)
 
 
 def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, Any]:
@@ -109,7 +127,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     stats_name = f"offline_graph_convert_{os.getpid()}_{int(time.time() * 1e6)}"
-    accounting.get_collector(stats_name)
+    accounting.get_collector()
     schema = transition_schema(cfg.spec).with_metadata(
         make_metadata("transitions", gamma=cfg.gamma))
     if not scan.files:
@@ -119,15 +137,14 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         )
     ds = ray.data.read_parquet(scan.files, include_paths=True, num_cpus=0.5)
     ds = ds.map_batches(
-        map_class,
-        fn_constructor_kwargs={"spec": cfg.spec, "gamma": cfg.gamma,
-                               "on_error": cfg.on_error, "stats_name": stats_name},
+        convert_block,
+        fn_kwargs={"map_class": map_class, "spec": cfg.spec, "gamma": cfg.gamma,
+                   "on_error": cfg.on_error, "stats_name": stats_name},
         batch_size=cfg.episodes_per_batch,
         batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=cfg.num_workers),
+        compute=ray.data.TaskPoolStrategy(size=cfg.num_workers),
         num_cpus=cfg.cpus_per_worker,
-        max_restarts=-1,
-        max_task_retries=-1,
+        max_retries=-1,  # a task whose worker died is retried (exactly-once output)
     )
     try:
         _write(ds, cfg.output, _Names(), schema)

@@ -27,8 +27,9 @@ Padded observation layout (float32)::
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from typing import Iterator, Sequence
 
@@ -322,6 +323,19 @@ class BenchData:
     def __init__(self, root: str, cfg: DataConfig, stock_transitions: int) -> None:
         self.root, self.cfg, self.stock_transitions = root, cfg, stock_transitions
         os.makedirs(root, exist_ok=True)
+        stamp = os.path.join(root, "bench_data.json")
+        want = {**asdict(cfg), "stock_transitions": stock_transitions}
+        if os.path.exists(stamp):
+            with open(stamp) as fh:
+                found = json.load(fh)
+            if found != want:
+                changed = sorted(k for k in want if found.get(k) != want[k])
+                raise ValueError(
+                    f"bench data in {root}: settings must match the data already there (found "
+                    f"different {', '.join(changed)}). Use another --workdir or delete it.")
+        else:
+            with open(stamp, "w") as fh:
+                json.dump(want, fh, indent=2, sort_keys=True)
 
     def __repr__(self) -> str:
         return f"BenchData(root={self.root!r}, transitions={self.cfg.transitions})"

@@ -105,8 +105,8 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         self.stats.merge(call_stats)
         if self.settings.stats_name and ray.is_initialized():
             if self._collector is None:
-                self._collector = accounting.get_collector(self.settings.stats_name)
-            accounting.report(self._collector, items, paths, call_stats)
+                self._collector = accounting.get_collector()
+            accounting.report(self._collector, self.settings.stats_name, items, paths, call_stats)
         new = episodes_to_transitions(episodes, self.gamma)
         if new is not None:
             self.buffer.add(new)
