@@ -175,3 +175,93 @@ def data_report(config: Any) -> dict[str, Any]:
     out["files_rejected_by_reason"] = dict(settings.files_rejected)
     out["first_file_error_by_reason"] = dict(settings.file_errors)
     return out
+
+
+def graph_config_problems(cfg: Any) -> list[str]:
+    """Every setting graph training needs that ``cfg`` lacks or contradicts (empty: fine)."""
+    problems = []
+    if SETTINGS_KEY not in (cfg.learner_config_dict or {}):
+        problems.append(
+            "learner_config_dict['offline_graph'] must be set by offline_graph.configure(config) "
+            "(found it missing)"
+        )
+    collate = (cfg.iter_batches_kwargs or {}).get("collate_fn")
+    if not isinstance(collate, GraphCollateFn):
+        problems.append(
+            "offline_data(iter_batches_kwargs={'collate_fn': ...}) must be "
+            f"offline_graph.GraphCollateFn() (found {type(collate).__name__ if collate else None}"
+            "): the stock collate cannot batch ragged graph columns"
+        )
+    if cfg.dataset_num_iters_per_learner is None or (
+        cfg.num_learners == 0 and cfg.dataset_num_iters_per_learner == 1
+    ):
+        problems.append(
+            "offline_data(dataset_num_iters_per_learner=...) must be an int >= 2 with "
+            "num_learners=0, or >= 1 with remote learners (found "
+            f"{cfg.dataset_num_iters_per_learner!r})"
+        )
+    problems += _cpu_problems(cfg)
+    return problems
+
+
+def _cpu_problems(cfg: Any) -> list[str]:
+    """CPU requests that leave Ray Data's read tasks no CPU on the running cluster (a hang)."""
+    import ray
+
+    if not ray.is_initialized():
+        return []
+    total = float(ray.cluster_resources().get("CPU", 0.0))
+    map_kwargs = cfg.map_batches_kwargs or {}
+    map_cpus = float(map_kwargs.get("num_cpus") or 1.0)
+    concurrency = map_kwargs.get("concurrency") or max(2, cfg.num_learners)
+    concurrency = concurrency[-1] if isinstance(concurrency, (tuple, list)) else concurrency
+    learner_cpus = 0.0
+    if cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0:
+        per = cfg.num_cpus_per_learner
+        learner_cpus = cfg.num_learners * (1.0 if per in ("auto", None) else float(per))
+    needed = map_cpus * float(concurrency) + learner_cpus + 1.0  # + one read task
+    if needed <= total:
+        return []
+    return [
+        f"CPU requests must leave one CPU for Ray Data's read tasks: prelearner actors "
+        f"{concurrency} x {map_cpus} + learners {learner_cpus} + 1 read = {needed} must be <= "
+        f"the cluster's {total} CPUs (found more). configure() sets map_batches_kwargs "
+        "num_cpus=0.25, concurrency=1 and num_cpus_per_learner=0.25 for CPU learners"
+    ]
+
+
+def check_graph_config(cfg: Any) -> None:
+    """Raise one ConfigError naming every problem of :func:`graph_config_problems`."""
+    problems = graph_config_problems(cfg)
+    if problems:
+        raise ConfigError(
+            "GraphOfflinePreLearner config: " + "; ".join(problems) + ". Call "
+            "`config = offline_graph.configure(config)` after your other settings and before "
+            "`config.build_algo()`."
+        )
+
+
+def install_build_check() -> None:
+    """Make ``AlgorithmConfig.validate`` (run by ``build_algo()``) check graph configs first.
+
+    Without this, a config that skips :func:`configure` either fails deep inside RLlib or
+    hangs in Ray Data before any offline_graph code runs. Configs whose prelearner class is not
+    a ``GraphOfflinePreLearner`` are not touched.
+    """
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+    original = AlgorithmConfig.validate
+    if getattr(original, "_offline_graph_check", False):
+        return
+
+    def validate(self: Any) -> None:
+        from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+
+        pre = getattr(self, "prelearner_class", None)
+        if isinstance(pre, type) and issubclass(pre, GraphOfflinePreLearner):
+            check_graph_config(self)
+        original(self)
+
+    validate._offline_graph_check = True  # type: ignore[attr-defined]
+    validate.__doc__ = original.__doc__
+    AlgorithmConfig.validate = validate  # type: ignore[method-assign]

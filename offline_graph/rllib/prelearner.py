@@ -152,3 +152,9 @@ def _empty_table(feat: int, edim: int | None) -> pa.Table:
         np.zeros(0, bool), np.zeros(0, np.float32), np.zeros(0, np.int32), [], np.zeros(0, np.int64),
     )
     return empty.to_arrow(columns=_keep_columns(empty))
+
+
+# build_algo() on a config with this prelearner names every missing setting (see configure).
+from offline_graph.rllib.configure import install_build_check  # noqa: E402
+
+install_build_check()
