@@ -6,6 +6,7 @@ This is the one implementation of decode + validate + (skip-mode) accounting tha
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -95,18 +96,25 @@ def read_episodes(
     spec: EpisodeSpec,
     *,
     on_error: OnError = "raise",
-    seen_ids: set[str] | None = None,
+    seen_ids: dict[str, bytes] | None = None,
     stats: ReadStats | None = None,
 ) -> list[Episode]:
-    """Decode and validate episode rows; ``seen_ids`` catches duplicates across calls."""
+    """Decode and validate episode rows.
+
+    Duplicate ids: two rows of one call with the same id, or a row whose id was seen in an
+    earlier call (``seen_ids``: id -> content digest) with *different* content. The same row
+    read again in a later call is a new epoch over the data, not a duplicate.
+    """
     stats = stats if stats is not None else ReadStats()
-    seen = seen_ids if seen_ids is not None else set()
+    seen = seen_ids if seen_ids is not None else {}
+    in_call: set[str] = set()
     out: list[Episode] = []
     for item, path in zip(items, paths):
         stats.episodes_read += 1
         try:
             ep = validate_episode(decode_state(item, file=path), spec, file=path)
-            if ep.id in seen:
+            digest = hashlib.blake2b(item, digest_size=12).digest()
+            if ep.id in in_call or seen.get(ep.id, digest) != digest:
                 err = OfflineGraphError(
                     f"{where(file=path, episode_id=ep.id)}: episode id must be unique (found "
                     "a second episode with this id). Duplicate rows in the data set; "
@@ -128,7 +136,8 @@ def read_episodes(
             stats.rejected[reason] += 1
             stats.examples.setdefault(reason, str(err))
             continue
-        seen.add(ep.id)
+        seen[ep.id] = digest
+        in_call.add(ep.id)
         stats.episodes_used += 1
         stats.transitions_used += len(ep)
         out.append(ep)

@@ -141,3 +141,19 @@ def test_converted_rows_pass_through(tmp_path):
     out = pre(table)
     assert out.column_names == ["actions", "x", "edge_index", "edge_attr", "value_targets"]
     assert out.column("x").equals(table.column("x"))
+
+
+def test_second_epoch_is_not_a_duplicate_but_a_changed_episode_is(tmp_path):
+    pre = build(offline_graph.configure(make_config(tmp_path, batch=4)))
+    rows = items(2, 2)
+    assert pre({"item": np.array(rows, dtype=object)}).num_rows == 4
+    # The same rows again (the next epoch over the data set): accepted, counted as read again.
+    assert pre({"item": np.array(rows, dtype=object)}).num_rows == 4
+    assert pre.stats.episodes_read == 4 and pre.stats.episodes_used == 4
+    # A different episode under an id seen before is a real duplicate.
+    rng = np.random.default_rng(1)
+    obs = [graph(2, 1, rng) for _ in range(3)]
+    changed = encode_episode(obs, [0, 1], [0.0, 0.0], terminated=True, truncated=False,
+                             episode_id="ep0-0")
+    with pytest.raises(offline_graph.OfflineGraphError, match="episode 'ep0-0'.*must be unique"):
+        pre({"item": np.array([changed], dtype=object)})

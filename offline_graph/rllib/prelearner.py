@@ -84,7 +84,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         self.buffer = TransitionBuffer(capacity, seed=self.settings.seed)
         self.gamma = float(getattr(config, "gamma", 0.99))
         self.stats = ReadStats()
-        self._seen_ids: set[str] = set()
+        self._seen_ids: dict[str, bytes] = {}
         self._collector: Any = None
 
     def __call__(self, batch: Dict[str, np.ndarray]) -> pa.Table:  # type: ignore[override]
