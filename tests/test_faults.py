@@ -1,0 +1,274 @@
+"""Faults and scale-out: a killed prelearner actor, a 2-node cluster, determinism.
+
+Every test starts and stops its own Ray session (the cluster test needs a fresh one), so the
+module does not share a Ray fixture with the rest of the suite.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import math
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+
+pytestmark = pytest.mark.slow
+
+ray = pytest.importorskip("ray")
+
+B = 64  # train_batch_size_per_learner
+UPDATES = 2  # dataset_num_iters_per_learner: learner updates per algo.train()
+ITERATIONS = 2
+EPISODES, EPISODES_PER_FILE = 20, 10
+
+
+@pytest.fixture(scope="module")
+def expert_data(tmp_path_factory) -> tuple[str, int]:
+    """(dir, transitions): 20 expert episodes in 2 files, recorded with seed 0."""
+    from offline_graph.recording import plan_jobs, record
+
+    out = str(tmp_path_factory.mktemp("fault_data") / "expert")
+    jobs = plan_jobs(env="offline_graph/Graph-v0", env_config=None, policy="expert", epsilon=0.0,
+                     seed=0, episodes=EPISODES, episodes_per_file=EPISODES_PER_FILE, output=out)
+    summaries = list(record(jobs, show_progress=False))
+    return out, sum(s["transitions"] for s in summaries)
+
+
+def start_local_ray() -> None:
+    assert not ray.is_initialized()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+
+def stop_ray() -> None:
+    gc.collect()  # finalize the learners' Ray Data iterators while Ray still runs
+    ray.shutdown()
+
+
+@pytest.fixture
+def local_ray():
+    start_local_ray()
+    yield
+    stop_ray()
+
+
+def spaces():
+    from offline_graph.env import GraphEnv
+
+    env = GraphEnv()
+    return env.observation_space, env.action_space
+
+
+def make_config(data: str, *, seed: int = 0, num_learners: int = 0,
+                prelearner_class: type = GraphOfflinePreLearner, extra: dict | None = None):
+    """A configured BC config on ``data`` (episode files); ``extra`` goes into
+    ``learner_config_dict`` (it travels with the config to every prelearner actor)."""
+    from ray.rllib.algorithms.bc import BCConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    import offline_graph
+    from offline_graph import GNNModule
+
+    obs_space, act_space = spaces()
+    config = (
+        BCConfig()
+        .environment(observation_space=obs_space, action_space=act_space)
+        .offline_data(input_=[data], input_read_episodes=True, prelearner_class=prelearner_class,
+                      dataset_num_iters_per_learner=UPDATES)
+        .training(train_batch_size_per_learner=B, lr=1e-3)
+        .learners(num_learners=num_learners, learner_config_dict=dict(extra or {}))
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule,
+                                               model_config={"hidden": 16, "layers": 2}))
+        .debugging(seed=seed)
+    )
+    return offline_graph.configure(config, seed=seed)
+
+
+def train_and_check(config, iterations: int, steps_per_iteration: int) -> list[float]:
+    """Build, run ``iterations`` train() calls, check exact env-step counts; policy losses."""
+    algo = config.build_algo()
+    losses = []
+    try:
+        lifetime = 0
+        for _ in range(iterations):
+            result = algo.train()
+            mod = result["learners"]["default_policy"]
+            allm = result["learners"]["__all_modules__"]
+            loss = float(mod["policy_loss"])
+            assert math.isfinite(loss)
+            losses.append(loss)
+            assert int(allm["num_env_steps_trained"]) == steps_per_iteration
+            assert int(mod["num_module_steps_trained"]) == steps_per_iteration
+            lifetime += steps_per_iteration
+            assert int(allm["num_env_steps_trained_lifetime"]) == lifetime
+    finally:
+        algo.stop()
+    return losses
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. A prelearner map actor killed during training
+
+
+class DieOnFirstCall(GraphOfflinePreLearner):
+    """Kills its own actor process on its first call, once per run.
+
+    The marker file (``learner_config_dict["test_marker"]``) is written before dying; the
+    restarted actor sees it and maps normally.
+    """
+
+    def __call__(self, batch):
+        marker = self.config.learner_config_dict["test_marker"]
+        if not os.path.exists(marker):
+            with open(marker, "w") as fh:
+                fh.write(str(os.getpid()))
+            os._exit(1)
+        return super().__call__(batch)
+
+
+def test_killed_prelearner_actor_does_not_stop_training(local_ray, expert_data, tmp_path):
+    import offline_graph
+
+    data, transitions = expert_data
+    marker = tmp_path / "prelearner_died"
+    config = make_config(data, prelearner_class=DieOnFirstCall,
+                         extra={"test_marker": str(marker)})
+    # Ray Data restarts a dead map actor and retries its task by default
+    # (max_restarts=-1, max_task_retries=-1); configure() must not turn that off.
+    assert "max_restarts" not in config.map_batches_kwargs
+    assert "max_task_retries" not in config.map_batches_kwargs
+    losses = train_and_check(config, ITERATIONS, UPDATES * B)
+    assert len(losses) == ITERATIONS
+    # The actor really died, and it was not this (the driver) process.
+    assert marker.exists()
+    assert int(marker.read_text()) != os.getpid()
+    # The retried block was counted once: every episode read and used exactly once.
+    report = offline_graph.data_report(config)
+    assert report["episodes_read"] == report["episodes_used"] == EPISODES
+    assert report["transitions_used"] == transitions
+    assert report["episodes_rejected"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Determinism: conversion bytes and the first training batch
+
+
+def convert_to(data: str, out: str) -> dict:
+    from offline_graph.convert import ConvertConfig, convert
+    from offline_graph.reader import spec_from_spaces
+
+    return convert(ConvertConfig(input=data, output=out, spec=spec_from_spaces(*spaces()),
+                                 episodes_per_batch=4))
+
+
+def file_digests(out: str) -> list[tuple[str, str]]:
+    names = sorted(f for f in os.listdir(out) if f.endswith(".parquet"))
+    return [(n, hashlib.sha256(open(os.path.join(out, n), "rb").read()).hexdigest())
+            for n in names]
+
+
+def read_sorted_rows(out: str) -> pa.Table:
+    files = sorted(f for f in os.listdir(out) if f.endswith(".parquet"))
+    table = pa.concat_tables([pq.read_table(os.path.join(out, f)) for f in files])
+    return table.sort_by([("eps_id", "ascending"), ("t", "ascending")])
+
+
+def test_same_data_same_conversion_bytes(local_ray, expert_data, tmp_path):
+    data, transitions = expert_data
+    first = convert_to(data, str(tmp_path / "a"))
+    second = convert_to(data, str(tmp_path / "b"))
+    assert first["transitions_out"] == second["transitions_out"] == transitions
+    digests = file_digests(str(tmp_path / "a"))
+    assert len(digests) >= 2  # 20 episodes / 4 per batch: several write tasks
+    assert all(name.startswith("transitions-") for name, _ in digests)
+    assert digests == file_digests(str(tmp_path / "b"))
+
+
+def test_same_seed_same_first_batch(expert_data):
+    import torch
+
+    from offline_graph.rllib.collate_fn import GraphCollateFn
+
+    data, _ = expert_data
+    first_file = sorted(os.path.join(data, f) for f in os.listdir(data))[0]
+    items = pq.read_table(first_file).column("item").to_pylist()
+    batch = {"item": np.array(items, dtype=object),
+             "path": np.array([first_file] * len(items), dtype=object)}
+
+    def first_table(seed: int) -> pa.Table:
+        pre = GraphOfflinePreLearner(config=make_config(data, seed=seed), spaces=spaces())
+        assert pre.settings.seed == seed
+        return pre(dict(batch))
+
+    a, b, other = first_table(7), first_table(7), first_table(8)
+    # 10 episodes, 241 transitions: round(241 / 64) = 4 batches of exactly B rows.
+    assert a.num_rows == b.num_rows == 4 * B
+    assert a.column_names[0] == "actions"
+    assert a.equals(b)
+    assert other.num_rows == a.num_rows and not other.equals(a)
+
+    ca, cb = GraphCollateFn()(a), GraphCollateFn()(b)
+    assert list(ca) == list(cb)
+    assert "default_policy/obs/x" in ca and "default_policy/obs/batch" in ca
+    for key in ca:
+        assert ca[key].dtype == cb[key].dtype, key
+        assert torch.equal(ca[key], cb[key]), key
+    co = GraphCollateFn()(other)
+    assert list(co) == list(ca)
+    assert any(co[k].shape != ca[k].shape or not torch.equal(co[k], ca[k]) for k in ca)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. A 2-node Ray cluster (last: it starts its own cluster after a single-node run)
+
+
+def test_two_node_cluster_conversion_and_training(expert_data, tmp_path, monkeypatch):
+    from ray.cluster_utils import Cluster
+
+    data, transitions = expert_data
+
+    # Single node first: the reference conversion.
+    start_local_ray()
+    try:
+        single = convert_to(data, str(tmp_path / "single"))
+    finally:
+        stop_ray()
+    assert single["transitions_out"] == transitions
+
+    # Cluster() writes /tmp/ray/ray_current_cluster, which makes every plain ray.init() on
+    # this machine (other test runs too) connect to it; we connect by address instead.
+    monkeypatch.setattr(ray._private.utils, "write_ray_address", lambda *a, **k: None)
+    cluster = Cluster(initialize_head=True,
+                      head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        try:
+            alive = [n for n in ray.nodes() if n["Alive"]]
+            assert len(alive) == 2
+            assert ray.cluster_resources()["CPU"] == 2.0
+
+            multi = convert_to(data, str(tmp_path / "multi"))
+            assert multi["transitions_out"] == transitions
+            assert multi["episodes_in"] == EPISODES
+            rows_single = read_sorted_rows(str(tmp_path / "single"))
+            rows_multi = read_sorted_rows(str(tmp_path / "multi"))
+            assert rows_multi.num_rows == transitions
+            assert rows_multi.column_names == rows_single.column_names
+            for name in rows_single.column_names:
+                assert rows_multi.column(name).equals(rows_single.column(name)), name
+            assert rows_multi.equals(rows_single)
+
+            # One remote learner (0.25 CPU) + one prelearner actor (0.25 CPU) + reads.
+            config = make_config(data, num_learners=1)
+            train_and_check(config, ITERATIONS, UPDATES * B)
+        finally:
+            stop_ray()
+    finally:
+        cluster.shutdown()
