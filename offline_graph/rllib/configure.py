@@ -241,6 +241,60 @@ def check_graph_config(cfg: Any) -> None:
         )
 
 
+class _NoEnvRunners:
+    """Stands in for the missing EnvRunner group of an offline algorithm during set_state."""
+
+    def sync_weights(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to sync: offline algorithms without an env have no EnvRunners."""
+
+    def sync_env_runner_states(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to sync (see :meth:`sync_weights`)."""
+
+    def num_remote_env_runners(self) -> int:
+        return 0
+
+
+def _uses_graph_prelearner(config: Any) -> bool:
+    from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+
+    pre = getattr(config, "prelearner_class", None)
+    return isinstance(pre, type) and issubclass(pre, GraphOfflinePreLearner)
+
+
+def install_restore_fix() -> None:
+    """Make RLlib's own ``Algorithm.from_checkpoint`` work for our offline algorithms.
+
+    RLlib 2.60's ``Algorithm.restore_from_path`` / ``set_state`` sync the restored weights to
+    ``self.env_runner_group``, which is None for an offline algorithm without an env
+    (``AttributeError: 'NoneType' object has no attribute 'sync_weights'``). For configs
+    using ``GraphOfflinePreLearner`` only, a no-op group stands in during those two calls.
+    """
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    for name in ("restore_from_path", "set_state"):
+        original = getattr(Algorithm, name)
+        if getattr(original, "_offline_graph_fix", False):
+            continue
+        setattr(Algorithm, name, _with_stand_in_env_runners(original))
+
+
+def _with_stand_in_env_runners(original: Any) -> Any:
+    import functools
+
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.env_runner_group is not None or not _uses_graph_prelearner(self.config):
+            return original(self, *args, **kwargs)
+        self.env_runner_group = _NoEnvRunners()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.env_runner_group = None
+
+    method._offline_graph_fix = True  # type: ignore[attr-defined]
+    return method
+
+
 def install_build_check() -> None:
     """Make ``AlgorithmConfig.validate`` (run by ``build_algo()``) check graph configs first.
 
@@ -255,10 +309,7 @@ def install_build_check() -> None:
         return
 
     def validate(self: Any) -> None:
-        from offline_graph.rllib.prelearner import GraphOfflinePreLearner
-
-        pre = getattr(self, "prelearner_class", None)
-        if isinstance(pre, type) and issubclass(pre, GraphOfflinePreLearner):
+        if _uses_graph_prelearner(self):
             check_graph_config(self)
         original(self)
 

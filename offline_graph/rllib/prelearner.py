@@ -154,7 +154,9 @@ def _empty_table(feat: int, edim: int | None) -> pa.Table:
     return empty.to_arrow(columns=_keep_columns(empty))
 
 
-# build_algo() on a config with this prelearner names every missing setting (see configure).
-from offline_graph.rllib.configure import install_build_check  # noqa: E402
+# build_algo() on a config with this prelearner names every missing setting, and RLlib's
+# Algorithm.from_checkpoint works for it (see offline_graph.rllib.configure).
+from offline_graph.rllib.configure import install_build_check, install_restore_fix  # noqa: E402
 
 install_build_check()
+install_restore_fix()
