@@ -245,13 +245,14 @@ def test_two_node_cluster_conversion_and_training(expert_data, small_blocks, tmp
 
     data, transitions = expert_data
 
-    # Single node first: the reference conversion.
+    import time; T0 = time.time(); P = lambda m: print(f"TIMING {m} {time.time()-T0:.1f}", flush=True)
     start_local_ray()
     try:
         single = convert_to(data, str(tmp_path / "single"))
     finally:
         stop_ray()
     assert single["transitions_out"] == transitions
+    P("single")
 
     # Cluster() writes /tmp/ray/ray_current_cluster, which makes every plain ray.init() on
     # this machine (other test runs too) connect to it; we connect by address instead.
@@ -263,6 +264,7 @@ def test_two_node_cluster_conversion_and_training(expert_data, small_blocks, tmp
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False)
         try:
+            P("cluster up")
             alive = [n for n in ray.nodes() if n["Alive"]]
             assert len(alive) == 2
             assert ray.cluster_resources()["CPU"] == 2.0
@@ -278,10 +280,13 @@ def test_two_node_cluster_conversion_and_training(expert_data, small_blocks, tmp
                 assert rows_multi.column(name).equals(rows_single.column(name)), name
             assert rows_multi.equals(rows_single)
 
+            P("multi convert")
             # One remote learner (0.25 CPU) + one prelearner actor (0.25 CPU) + reads.
             config = make_config(data, num_learners=1)
             train_and_check(config, ITERATIONS, UPDATES * B)
+            P("train")
         finally:
             stop_ray()
     finally:
         cluster.shutdown()
+        P("down")
