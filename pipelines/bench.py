@@ -54,7 +54,7 @@ class Args:
 
 
 def parse_args(argv: Sequence[str] | None) -> Args:
-    from pipelines.record import field_docs
+    from pipelines.arguments import field_docs
 
     docs = field_docs(Args)
     p = argparse.ArgumentParser(prog="offline-graph bench", description=__doc__,

@@ -33,7 +33,7 @@ from typing import Any
 
 from offline_graph.errors import ConfigError, OfflineGraphError
 from offline_graph.evaluation import DEFAULT_EVAL_SEED
-from pipelines.record import field_docs
+from pipelines.arguments import field_docs, json_object
 
 
 @dataclass(frozen=True)
@@ -61,16 +61,6 @@ class Config:
     """Optional JSON file for the results."""
 
 
-def _json_object(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"must be a JSON object (found {text!r}: {err})") from err
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object (found {type(value).__name__})")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     docs = field_docs(Config)
     p = argparse.ArgumentParser(
@@ -82,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=Config.episodes, help=docs["episodes"])
     p.add_argument("--seed", type=int, default=Config.seed, help=docs["seed"])
     p.add_argument("--env", default=None, help=docs["env"])
-    p.add_argument("--env-config", type=_json_object, default=None, help=docs["env_config"])
+    p.add_argument("--env-config", type=json_object, default=None, help=docs["env_config"])
     p.add_argument("--num-envs", type=int, default=Config.num_envs, help=docs["num_envs"])
     p.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True,
                    help=docs["baselines"])

@@ -34,7 +34,7 @@ class Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipelines.record import field_docs
+    from pipelines.arguments import field_docs
 
     docs = field_docs(Config)
     p = argparse.ArgumentParser(

@@ -14,19 +14,15 @@ same command writes byte-identical files whatever ``--workers`` is. Files hold a
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import inspect
-import itertools
-import json
 import os
 import sys
-import textwrap
 import time
 from dataclasses import dataclass, field
 
 from offline_graph.errors import ConfigError, OfflineGraphError
 from offline_graph.recording import DEFAULT_ENV
+from pipelines.arguments import bad_value, field_docs, json_object
 
 POLICIES = ("expert", "random", "mixed")
 
@@ -61,37 +57,6 @@ class Config:
     """Show a progress bar (--no-progress hides it)."""
 
 
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each field of dataclass ``cls`` (used as the --help text)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, nxt in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(nxt, ast.Expr)
-            and isinstance(nxt.value, ast.Constant)
-            and isinstance(nxt.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
-    return docs
-
-
-def _env_config(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(
-            f"--env-config must be a JSON object (found {text!r}: {err})"
-        ) from err
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(
-            f"--env-config must be a JSON object (found {type(value).__name__})"
-        )
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     docs = field_docs(Config)
     p = argparse.ArgumentParser(
@@ -105,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=Config.episodes, help=docs["episodes"])
     p.add_argument("--seed", type=int, default=Config.seed, help=docs["seed"])
     p.add_argument("--env", default=Config.env, help=docs["env"])
-    p.add_argument("--env-config", type=_env_config, default={}, help=docs["env_config"])
+    p.add_argument("--env-config", type=json_object, default={}, help=docs["env_config"])
     p.add_argument(
         "--episodes-per-file", type=int, default=Config.episodes_per_file,
         help=docs["episodes_per_file"],
@@ -134,10 +99,7 @@ def check_config(cfg: Config) -> None:
     """Refuse values that cannot work (message form of :mod:`offline_graph.errors`)."""
 
     def bad(name: str, expected: str, hint: str) -> ConfigError:
-        return ConfigError(
-            f"record: --{name.replace('_', '-')} must be {expected} "
-            f"(found {getattr(cfg, name)!r}). {hint}"
-        )
+        return bad_value("record", cfg, name, expected, hint)
 
     if cfg.episodes < 1:
         raise bad("episodes", ">= 1", "Record at least one episode.")

@@ -47,7 +47,7 @@ import numpy as np
 
 from offline_graph.errors import ConfigError, OfflineGraphError
 from offline_graph.evaluation import DEFAULT_EVAL_SEED
-from pipelines.record import field_docs
+from pipelines.arguments import bad_value, field_docs, json_object
 
 ALGOS = ("bc", "marwil")
 CONVS = ("gcn", "sage", "gin", "gine")
@@ -112,16 +112,6 @@ class Config:
     """CPUs for ray.init when this script starts Ray (default: all)."""
 
 
-def _json_object(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"must be a JSON object (found {text!r}: {err})") from err
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object (found {type(value).__name__})")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     docs = field_docs(Config)
     p = argparse.ArgumentParser(
@@ -150,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("curve", {}),
         ("num_gpus_per_learner", {"type": float}),
         ("env", {}),
-        ("env_config", {"type": _json_object}),
+        ("env_config", {"type": json_object}),
         ("num_cpus", {"type": int}),
     ]
     defaults = {f.name: f for f in dataclasses.fields(Config)}
@@ -165,10 +155,7 @@ def check_config(cfg: Config) -> None:
     """Refuse values that cannot work (message form of :mod:`offline_graph.errors`)."""
 
     def bad(name: str, expected: str, hint: str) -> ConfigError:
-        return ConfigError(
-            f"train: --{name.replace('_', '-')} must be {expected} "
-            f"(found {getattr(cfg, name)!r}). {hint}"
-        )
+        return bad_value("train", cfg, name, expected, hint)
 
     if cfg.iterations < 1:
         raise bad("iterations", ">= 1", "Train for at least one iteration.")
