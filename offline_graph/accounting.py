@@ -24,7 +24,8 @@ def block_key(items: Sequence[bytes], paths: Sequence[str | None]) -> str:
     h.update(str(len(items)).encode())
     h.update(str(paths[:1]).encode())
     for item in items:
-        h.update(bytes(item[:128]) if isinstance(item, (bytes, bytearray, memoryview)) else repr(item).encode())
+        raw = isinstance(item, (bytes, bytearray, memoryview))
+        h.update(bytes(item[:128]) if raw else repr(item).encode())
     return h.hexdigest()
 
 

@@ -165,8 +165,8 @@ def evaluate_module(
 
     ``env`` is an env id / ``module:Class`` string (``num_envs`` instances built with
     ``env_config`` run in lockstep, one batched forward pass per step) or an env instance
-    (episodes then run one after the other in it). Returns ``{"mean_return", "std", "returns", "episodes", "mean_length",
-    "seed"}``; the numbers do not depend on ``num_envs``.
+    (episodes then run one after the other in it). Returns ``{"mean_return", "std", "returns",
+    "episodes", "mean_length", "seed"}``; the numbers do not depend on ``num_envs``.
 
     ``torch_threads`` (1): torch's intra-op threads during the evaluation (restored after;
     None leaves them). The batches are small; on a busy 2-CPU machine two threads made the

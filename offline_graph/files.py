@@ -64,7 +64,7 @@ def check_file(path: str) -> dict[str, Any]:
     """Metadata of one file after checking it opens, its format and its required columns."""
     try:
         schema = pq.read_schema(path)
-        pq.ParquetFile(path).metadata  # footer must be complete
+        _ = pq.ParquetFile(path).metadata  # the footer must be complete
     except Exception as err:  # pyarrow raises several types for damaged files
         e = FormatVersionError(
             f"{where(file=path)}: file must be a complete Parquet file (found {type(err).__name__}: "

@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 

@@ -122,12 +122,13 @@ def plan_jobs(
 ) -> list[RecordJob]:
     """Split ``episodes`` into files of at most ``episodes_per_file``."""
     os.makedirs(output, exist_ok=True)
-    return [
-        RecordJob(env, dict(env_config or {}), policy, epsilon, seed, a,
-                  min(a + episodes_per_file, episodes),
-                  os.path.join(output, f"episodes-{a:07d}-{min(a + episodes_per_file, episodes) - 1:07d}.parquet"))
-        for a in range(0, episodes, episodes_per_file)
-    ]
+    jobs = []
+    for first in range(0, episodes, episodes_per_file):
+        last = min(first + episodes_per_file, episodes)
+        name = f"episodes-{first:07d}-{last - 1:07d}.parquet"
+        jobs.append(RecordJob(env, dict(env_config or {}), policy, epsilon, seed, first, last,
+                              os.path.join(output, name)))
+    return jobs
 
 
 def record(jobs: list[RecordJob], workers: int = 1, show_progress: bool = True) -> Iterator[dict]:

@@ -68,7 +68,7 @@ def test_prelearner_raise_names_file_row_episode_step(tmp_path, kind):
     pre = GraphOfflinePreLearner(config=config(tmp_path / "data", "raise"), spaces=(OBS, ACT))
     with pytest.raises(OfflineGraphError) as err:
         pre(batch)
-    assert getattr(err.value, "reason") == kind
+    assert err.value.reason == kind
     for text in expected_texts(kind, path, bad_index):
         assert text in str(err.value), (text, str(err.value))
 
@@ -136,7 +136,7 @@ def test_conversion_raise_mode_names_the_bad_row(tmp_path, ray_session, kind):
     write_items(path, rows)
     with pytest.raises(OfflineGraphError) as err:
         convert(ConvertConfig(input=str(data), output=str(tmp_path / "out"), spec=SPEC))
-    assert getattr(err.value, "reason") == kind
+    assert err.value.reason == kind
     for text in expected_texts(kind, path, bad_index):
         assert text in str(err.value), (text, str(err.value))
 
