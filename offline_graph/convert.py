@@ -3,7 +3,8 @@
 ``read_parquet -> map_batches(ConvertEpisodes) -> write_parquet`` on Ray Data. The map step
 calls the same decode / validate / transition code as ``GraphOfflinePreLearner``
 (``offline_graph.reader``, ``offline_graph.transitions``) but emits every recorded transition
-once instead of replay-sampling. Files are named by write task (``transitions-000000.parquet``)
+once instead of replay-sampling. Files are named by write task
+(``transitions-<task>-<n>.parquet``)
 and the row order is preserved, so the same input gives the same output bytes, and a retried
 task (a killed worker) rewrites the same file instead of adding one.
 
@@ -125,6 +126,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         )
     bytes_in = sum(os.path.getsize(f) for f in scan.files)
     ctx = ray.data.DataContext.get_current()
+    previous_order = ctx.execution_options.preserve_order
     ctx.execution_options.preserve_order = True
     stats_name = f"offline_graph_convert_{os.getpid()}_{int(time.time() * 1e6)}"
     accounting.get_collector()
@@ -152,6 +154,8 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         accounting.close(stats_name)
         reraise_project_error(err)
         raise
+    finally:
+        ctx.execution_options.preserve_order = previous_order
     total = accounting.collect(stats_name)
     accounting.close(stats_name)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)

@@ -221,7 +221,20 @@ def _cpu_problems(cfg: Any) -> list[str]:
         learner_cpus = cfg.num_learners * (1.0 if per in ("auto", None) else float(per))
     needed = map_cpus * float(concurrency) + learner_cpus + 1.0  # + one read task
     if needed <= total:
-        return []
+        # Ray Data's ListFiles/ReadFiles tasks take one whole CPU on one node: some node must
+        # keep a whole CPU free however the fractional actors are placed (each on one node).
+        nodes = [float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]]
+        fractional = map_cpus * float(concurrency) + learner_cpus
+        actors = int(concurrency) + (cfg.num_learners if learner_cpus else 0)
+        if any(c >= 1.0 + fractional for c in nodes) or sum(c >= 1.0 for c in nodes) > actors:
+            return []
+        return [
+            "CPU requests must leave one node a whole free CPU for Ray Data's read tasks "
+            f"(ListFiles/ReadFiles take 1 CPU each): {actors} fractional actors ({fractional} "
+            f"CPU) could take a share of each of the {len(nodes)} nodes with CPUs {nodes} "
+            "(found no node that always keeps a whole CPU). Use nodes with more CPUs or "
+            "fewer learners"
+        ]
     return [
         f"CPU requests must leave one CPU for Ray Data's read tasks: prelearner actors "
         f"{concurrency} x {map_cpus} + learners {learner_cpus} + 1 read = {needed} must be <= "
