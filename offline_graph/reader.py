@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from offline_graph.episode_codec import decode_state
 from offline_graph.errors import REASON_SUFFIX, OfflineGraphError, SchemaError, where
+from offline_graph.fast_episode import fast_episode
 from offline_graph.transitions import Transitions
 from offline_graph.validation import Episode, EpisodeSpec, validate_episode
 
@@ -111,7 +112,9 @@ def read_episodes(
     for item, path in zip(items, paths):
         stats.episodes_read += 1
         try:
-            ep = validate_episode(decode_state(item, file=path), spec, file=path)
+            ep = fast_episode(decode_state(item, file=path, raw_arrays=True), spec, file=path)
+            if ep is None:  # anything unusual: the full path names the exact problem
+                ep = validate_episode(decode_state(item, file=path), spec, file=path)
             digest = hashlib.blake2b(item, digest_size=12).digest()
             if ep.id in in_call or seen.get(ep.id, digest) != digest:
                 err = OfflineGraphError(

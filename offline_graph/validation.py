@@ -154,8 +154,8 @@ def validate_episode(
     x_all = np.concatenate(xs).astype(np.float32, copy=False)
     ei_all = np.concatenate(eis, axis=1).astype(np.int64, copy=False)
     graphs = GraphColumns(x_all, counts_to_ptr(num_nodes), ei_all, counts_to_ptr(num_edges), edge_attr)
-    _check_values(graphs, ctx)
-    _check_actions_rewards(actions, rewards, spec, ctx)
+    check_values(graphs, ctx)
+    check_actions_rewards(actions, rewards, spec, ctx)
     return Episode(
         id=eid,
         obs=graphs,
@@ -171,7 +171,7 @@ def _first_bad_step(bad: np.ndarray, ptr: np.ndarray) -> int:
     return int(np.searchsorted(ptr, int(np.argmax(bad)), side="right") - 1)
 
 
-def _check_values(graphs: GraphColumns, ctx: Any) -> None:
+def check_values(graphs: GraphColumns, ctx: Any) -> None:
     bad_x = ~np.isfinite(graphs.x).all(axis=1)
     if bad_x.any():
         t = _first_bad_step(bad_x, graphs.node_ptr)
@@ -203,7 +203,7 @@ def _check_values(graphs: GraphColumns, ctx: Any) -> None:
             )
 
 
-def _check_actions_rewards(actions: np.ndarray, rewards: np.ndarray, spec: EpisodeSpec, ctx: Any) -> None:
+def check_actions_rewards(actions: np.ndarray, rewards: np.ndarray, spec: EpisodeSpec, ctx: Any) -> None:
     if actions.ndim != 1 or actions.dtype.kind not in "iu":
         raise _fail(
             "action",

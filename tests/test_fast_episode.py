@@ -1,0 +1,71 @@
+"""The fast validation path builds exactly the arrays of the full path, or defers to it."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offline_graph.episode_codec import decode_state, encode_episode
+from offline_graph.fast_episode import fast_episode
+from offline_graph.validation import EpisodeSpec, validate_episode
+
+
+def episode(sizes, edim, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    obs = []
+    for n, e in sizes:
+        o = {"x": rng.normal(size=(n, 3)).astype(dtype), "edge_index": rng.integers(0, n, (2, e))}
+        if edim is not None:
+            o["edge_attr"] = rng.normal(size=(e, edim)).astype(np.float32)
+        obs.append(o)
+    t = len(sizes) - 1
+    return encode_episode(obs, [i % 2 for i in range(t)], [0.5 * i for i in range(t)],
+                          terminated=True, truncated=False, episode_id="e")
+
+
+def assert_same(a, b):
+    for key in ("x", "edge_index", "node_ptr", "edge_ptr"):
+        np.testing.assert_array_equal(getattr(a.obs, key), getattr(b.obs, key))
+    assert a.obs.x.dtype == b.obs.x.dtype and a.obs.edge_index.dtype == b.obs.edge_index.dtype
+    if b.obs.edge_attr is None:
+        assert a.obs.edge_attr is None
+    else:
+        np.testing.assert_array_equal(a.obs.edge_attr, b.obs.edge_attr)
+    np.testing.assert_array_equal(a.actions, b.actions)
+    np.testing.assert_array_equal(a.rewards, b.rewards)
+    assert (a.id, a.terminated, a.truncated) == (b.id, b.terminated, b.truncated)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 6)), min_size=2, max_size=6),
+       st.sampled_from([None, 1, 2]))
+def test_fast_path_equals_full_path(sizes, edim):
+    item = episode(sizes, edim)
+    spec = EpisodeSpec(3, edim, 2)
+    fast = fast_episode(decode_state(item, raw_arrays=True), spec)
+    assert fast is not None
+    assert_same(fast, validate_episode(decode_state(item), spec))
+
+
+def test_edge_index_rows_are_sources_then_targets():
+    obs = [{"x": np.zeros((3, 3), np.float32), "edge_index": np.array([[0, 1], [2, 0]])},
+           {"x": np.zeros((2, 3), np.float32), "edge_index": np.array([[1], [0]])}]
+    item = encode_episode(obs, [1], [1.0], terminated=True, truncated=False, episode_id="a")
+    fast = fast_episode(decode_state(item, raw_arrays=True), EpisodeSpec(3, None, 2))
+    np.testing.assert_array_equal(fast.obs.edge_index, [[0, 1, 1], [2, 0, 0]])
+    np.testing.assert_array_equal(fast.obs.edge_ptr, [0, 2, 3])
+
+
+@pytest.mark.parametrize("case", ["float64", "unfinished", "wrong_f"])
+def test_unusual_episodes_defer_to_the_full_path(case):
+    if case == "float64":
+        item, spec = episode([(2, 1), (1, 0)], None, dtype=np.float64), EpisodeSpec(3, None, 2)
+    elif case == "unfinished":
+        rng = np.random.default_rng(0)
+        obs = [{"x": rng.normal(size=(2, 3)).astype(np.float32),
+                "edge_index": np.zeros((2, 0), np.int64)} for _ in range(2)]
+        item = encode_episode(obs, [0], [0.0], terminated=False, truncated=False, episode_id="u")
+        spec = EpisodeSpec(3, None, 2)
+    else:
+        item, spec = episode([(2, 1), (1, 0)], None), EpisodeSpec(4, None, 2)
+    assert fast_episode(decode_state(item, raw_arrays=True), spec) is None
