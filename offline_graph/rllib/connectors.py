@@ -20,7 +20,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from offline_graph.collate import collate, uncollate
 from offline_graph.errors import OfflineGraphError
-from offline_graph.transitions import BOOKKEEPING_COLUMNS, Transitions, table_to_batch, ragged_column
+from offline_graph.transitions import BOOKKEEPING_COLUMNS, table_to_batch, ragged_column
 
 
 class AddGraphTransitionsToBatch(ConnectorV2):
@@ -105,4 +105,4 @@ def batch_to_table(module_batch: dict[str, Any], where: str) -> pa.Table:
     return pa.table(arrays)
 
 
-__all__ = ["AddGraphTransitionsToBatch", "user_pieces_only", "batch_to_table", "Transitions"]
+__all__ = ["AddGraphTransitionsToBatch", "user_pieces_only", "batch_to_table"]
