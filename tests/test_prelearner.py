@@ -157,3 +157,17 @@ def test_second_epoch_is_not_a_duplicate_but_a_changed_episode_is(tmp_path):
                              episode_id="ep0-0")
     with pytest.raises(offline_graph.OfflineGraphError, match="episode 'ep0-0'.*must be unique"):
         pre({"item": np.array([changed], dtype=object)})
+
+
+def test_build_algo_without_configure_names_every_missing_setting(tmp_path):
+    cfg = make_config(tmp_path).learners(num_learners=0)
+    with pytest.raises(ConfigError) as err:
+        cfg.build_algo()
+    msg = str(err.value)
+    for part in ("learner_config_dict['offline_graph'] must be set", "GraphCollateFn()",
+                 "dataset_num_iters_per_learner", "offline_graph.configure(config)"):
+        assert part in msg, part
+    # A configured config passes the same check.
+    from offline_graph.rllib.configure import graph_config_problems
+
+    assert graph_config_problems(offline_graph.configure(make_config(tmp_path))) == []
