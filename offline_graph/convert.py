@@ -53,7 +53,7 @@ class ConvertConfig:
     """Discount of the ``value_targets`` column (returns-to-go), stored in the metadata."""
     on_error: Literal["raise", "skip"] = "raise"
     """Bad episodes: stop with an error naming file/row/episode/step, or skip and count."""
-    episodes_per_batch: int = 64
+    episodes_per_batch: int = 256
     """Episode rows per map call (a retry unit)."""
     num_workers: int = 2
     """Concurrent map tasks (each ``cpus_per_worker`` CPUs)."""

@@ -33,7 +33,7 @@ class Args:
     """JSON kwargs for the env."""
     workers: int = 2
     """Map actors."""
-    episodes_per_batch: int = 64
+    episodes_per_batch: int = 256
     """Episode rows per map call."""
 
 
