@@ -14,55 +14,90 @@ from offline_graph.transitions import Transitions
 
 
 class TransitionBuffer:
-    """Columnar FIFO replay of transitions."""
+    """Columnar FIFO replay of transitions.
 
-    def __init__(self, capacity: int, seed: int | None = 0) -> None:
+    Layout: one consolidated ``Transitions`` (rows ``start..`` are live, rows before ``start``
+    were evicted) followed by up to ``max_pending`` chunks added since the last consolidation.
+    A sample is one gather from the consolidated part plus one per pending chunk; the pending
+    chunks are merged in (one copy of the live rows) only every ``max_pending`` additions,
+    not on every call. Eviction is exact, chunk by chunk, oldest first.
+    """
+
+    def __init__(self, capacity: int, seed: int | None = 0, max_pending: int = 4) -> None:
         if capacity < 1:
             raise ConfigError(
                 f"TransitionBuffer: capacity must be >= 1 transition (found {capacity}). "
                 "Set config.offline_data(prelearner_buffer_kwargs={'capacity': ...})."
             )
         self.capacity = int(capacity)
+        self.max_pending = int(max_pending)
         self._rng = np.random.default_rng(seed)
-        self._chunks: list[Transitions] = []
+        self._data: Transitions | None = None  # consolidated rows (live from self._start)
+        self._start = 0
+        self._pending: list[Transitions] = []
+        self._lens: list[int] = []  # live chunk lengths, oldest first
         self._size = 0
 
     def __len__(self) -> int:
         return self._size
 
     def __repr__(self) -> str:
-        return f"TransitionBuffer(size={len(self)}, capacity={self.capacity}, chunks={len(self._chunks)})"
+        return (
+            f"TransitionBuffer(size={len(self)}, capacity={self.capacity}, "
+            f"chunks={len(self._lens)}, pending={len(self._pending)})"
+        )
+
+    def _consolidated_live(self) -> int:
+        return 0 if self._data is None else len(self._data) - self._start
 
     def add(self, chunk: Transitions) -> None:
-        """Append ``chunk`` and evict the oldest chunks beyond capacity (no copy of the rest)."""
+        """Append ``chunk`` and evict the oldest chunks beyond capacity."""
         if len(chunk) == 0:
             return
-        self._chunks.append(chunk)
-        total = sum(len(c) for c in self._chunks)
-        while len(self._chunks) > 1 and total - len(self._chunks[0]) >= self.capacity:
-            total -= len(self._chunks.pop(0))
-        self._size = total
+        self._pending.append(chunk)
+        self._lens.append(len(chunk))
+        self._size += len(chunk)
+        while len(self._lens) > 1 and self._size - self._lens[0] >= self.capacity:
+            oldest = self._lens.pop(0)
+            self._size -= oldest
+            if self._consolidated_live() > 0:
+                self._start += oldest
+            else:
+                self._pending.pop(0)
+        if len(self._pending) > self.max_pending:
+            self._consolidate()
+
+    def _consolidate(self) -> None:
+        parts = list(self._pending)
+        if self._data is not None and self._consolidated_live():
+            parts.insert(0, self._data.take(np.arange(self._start, len(self._data))))
+        self._data = Transitions.concat(parts)
+        self._start = 0
+        self._pending = []
 
     def sample(self, num: int) -> Transitions:
-        """``num`` rows drawn uniformly with replacement (gathered chunk by chunk)."""
-        if not self._chunks:
+        """``num`` rows drawn uniformly with replacement, in draw order."""
+        if self._size == 0:
             raise ConfigError(
                 "TransitionBuffer: buffer must hold transitions before sampling (found 0). "
                 "Every input batch was empty or rejected."
             )
         idx = self._rng.integers(0, self._size, size=num)
-        if len(self._chunks) == 1:
-            return self._chunks[0].take(idx)
-        starts = np.cumsum([0] + [len(c) for c in self._chunks])
+        live = self._consolidated_live()
+        sources = ([self._data] if live else []) + self._pending
+        offsets = ([self._start] if live else []) + [0] * len(self._pending)
+        if len(sources) == 1:
+            return sources[0].take(idx + offsets[0])
+        starts = np.cumsum([0] + [live] * bool(live) + [len(c) for c in self._pending])
         which = np.searchsorted(starts, idx, side="right") - 1
+        order = np.argsort(which, kind="stable")
         parts = [
-            self._chunks[c].take(idx[which == c] - starts[c])
-            for c in range(len(self._chunks))
+            sources[c].take(idx[which == c] - starts[c] + offsets[c])
+            for c in range(len(sources))
             if (which == c).any()
         ]
-        order = np.argsort(which, kind="stable")
         sample = Transitions.concat(parts)
-        # Restore the drawn order (rows were grouped by chunk).
+        # Rows were grouped by source; put them back in draw order.
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))
         return sample.take(inverse)

@@ -46,3 +46,17 @@ def test_fifo_eviction_keeps_capacity_and_newest_chunk():
 def test_empty_buffer_refuses_to_sample():
     with pytest.raises(ConfigError, match="must hold transitions"):
         TransitionBuffer(capacity=4).sample(1)
+
+
+@pytest.mark.parametrize("max_pending", [1, 2, 4])
+def test_consolidation_and_eviction_keep_exact_fifo_and_draws(max_pending):
+    buf = TransitionBuffer(capacity=13, seed=5, max_pending=max_pending)
+    for k in range(7):  # chunk k holds actions 100k .. 100k+3
+        buf.add(chunk(100 * k, 4))
+    # capacity 13: keep the newest chunks while the rest would still hold >= 13 -> 4 chunks
+    assert len(buf) == 16
+    got = buf.sample(64)
+    live = np.concatenate([np.arange(100 * k, 100 * k + 4) for k in (3, 4, 5, 6)])
+    expected = live[np.random.default_rng(5).integers(0, 16, size=64)]
+    np.testing.assert_array_equal(got.actions, expected)
+    np.testing.assert_array_equal(got.obs.x[got.obs.node_ptr[:-1], 0], expected)
