@@ -37,6 +37,8 @@ class FileScan:
 
     kind: str | None
     files: list[str]
+    metadata: dict = field(default_factory=dict)
+    """The offline_graph metadata of the first usable file."""
     rejected: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
 
@@ -101,7 +103,10 @@ def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> Fil
     kinds: dict[str, str] = {}
     for path in list_files(input_):
         try:
-            kinds[path] = check_file(path)["kind"]
+            meta = check_file(path)
+            kinds[path] = meta["kind"]
+            if not scan.metadata:
+                scan.metadata = meta
         except OfflineGraphError as err:
             if on_error == "raise":
                 raise

@@ -171,3 +171,22 @@ def test_build_algo_without_configure_names_every_missing_setting(tmp_path):
     from offline_graph.rllib.configure import graph_config_problems
 
     assert graph_config_problems(offline_graph.configure(make_config(tmp_path))) == []
+
+
+def test_marwil_gamma_must_match_the_converted_rows(tmp_path):
+    import pyarrow.parquet as pq
+
+    from offline_graph.format import make_metadata
+    from offline_graph.reader import read_episodes, spec_from_spaces
+    from offline_graph.transitions import Transitions
+
+    eps = read_episodes(items(1, 2), [None], spec_from_spaces(OBS_SPACE, ACT_SPACE))
+    table = Transitions.from_episodes(eps, 0.5).to_arrow()
+    pq.write_table(table.replace_schema_metadata(make_metadata("transitions", gamma=0.5)),
+                   tmp_path / "rows.parquet")
+    cfg = make_config(tmp_path, cls=MARWILConfig, gamma=0.99).offline_data(
+        input_read_episodes=False)
+    with pytest.raises(ConfigError, match=r"gamma the rows were converted with, 0.5 \(found 0.99\)"):
+        offline_graph.configure(cfg)
+    ok = make_config(tmp_path, cls=MARWILConfig, gamma=0.5).offline_data(input_read_episodes=False)
+    assert offline_graph.configure(ok).input_read_episodes is False

@@ -86,6 +86,14 @@ def configure(
         problems.append(
             "offline_data(input_read_episodes=...) must be True for episode files (found False)"
         )
+    if kind == "transitions" and float(getattr(cfg, "beta", 0.0) or 0.0) > 0.0:
+        rows_gamma = scan.metadata.get("gamma") if scan is not None else None
+        if rows_gamma is not None and abs(float(rows_gamma) - float(cfg.gamma)) > 1e-12:
+            problems.append(
+                f"training(gamma=...) must equal the gamma the rows were converted with, "
+                f"{rows_gamma} (found {cfg.gamma}): value_targets in converted rows are "
+                "returns-to-go with that gamma; re-convert with --gamma or set gamma"
+            )
     user_collate = cfg.iter_batches_kwargs.get("collate_fn")
     if user_collate is not None and not isinstance(user_collate, GraphCollateFn):
         problems.append(
