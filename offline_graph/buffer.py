@@ -88,7 +88,7 @@ class TransitionBuffer:
         offsets = ([self._start] if live else []) + [0] * len(self._pending)
         if len(sources) == 1:
             return sources[0].take(idx + offsets[0])
-        starts = np.cumsum([0] + [live] * bool(live) + [len(c) for c in self._pending])
+        starts = np.cumsum([0] + [len(src) - off for src, off in zip(sources, offsets)])
         which = np.searchsorted(starts, idx, side="right") - 1
         order = np.argsort(which, kind="stable")
         parts = [

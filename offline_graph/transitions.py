@@ -117,25 +117,23 @@ class Transitions:
         )
 
     def to_arrow(self, columns: Sequence[str] | None = None) -> pa.Table:
-        """The Arrow row layout of the module docstring (optionally only ``columns``)."""
-        obs = self.obs
-        arrays: dict[str, pa.Array] = {
-            "actions": pa.array(self.actions),
-            "x": ragged_column(obs.x, obs.node_ptr),
-            "edge_index": ragged_column(np.ascontiguousarray(obs.edge_index.T), obs.edge_ptr),
-        }
-        if obs.edge_attr is not None:
-            arrays["edge_attr"] = ragged_column(obs.edge_attr, obs.edge_ptr)
-        arrays.update(
-            rewards=pa.array(self.rewards),
-            terminateds=pa.array(self.terminateds),
-            truncateds=pa.array(self.truncateds),
-            value_targets=pa.array(self.value_targets),
-            eps_id=pa.DictionaryArray.from_arrays(
+        """The Arrow row layout of the module docstring (optionally only ``columns``; the
+        others are not built)."""
+        arrays: dict[str, pa.Array] = {"actions": pa.array(self.actions)}
+        arrays.update(graph_arrays(self.obs))
+        builders = {
+            "rewards": lambda: pa.array(self.rewards),
+            "terminateds": lambda: pa.array(self.terminateds),
+            "truncateds": lambda: pa.array(self.truncateds),
+            "value_targets": lambda: pa.array(self.value_targets),
+            "eps_id": lambda: pa.DictionaryArray.from_arrays(
                 pa.array(self.episode_index, pa.int32()), pa.array(self.episode_ids, pa.string())
             ),
-            t=pa.array(self.t),
-        )
+            "t": lambda: pa.array(self.t),
+        }
+        for name, build in builders.items():
+            if columns is None or name in columns:
+                arrays[name] = build()
         if columns is not None:
             arrays = {k: v for k, v in arrays.items() if k in columns}
         return pa.table(arrays)
@@ -174,6 +172,18 @@ def unragged_column(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.
     width = inner.type.list_size
     values = inner.flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
     return values, offsets - offsets[0]
+
+
+def graph_arrays(graphs: GraphColumns) -> dict[str, pa.Array]:
+    """The ragged graph columns (``x``, ``edge_index``, ``edge_attr``) of ``graphs``; the
+    inverse is :func:`table_to_graphs`."""
+    arrays = {
+        "x": ragged_column(graphs.x, graphs.node_ptr),
+        "edge_index": ragged_column(np.ascontiguousarray(graphs.edge_index.T), graphs.edge_ptr),
+    }
+    if graphs.edge_attr is not None:
+        arrays["edge_attr"] = ragged_column(graphs.edge_attr, graphs.edge_ptr)
+    return arrays
 
 
 def table_to_graphs(table: pa.Table) -> GraphColumns:

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from offline_graph.episode_codec import encode_episode, unpack_item
 from offline_graph.format import make_metadata
+from tests.helpers import write_episode_file
 
 F, D, K = 3, 1, 2
 
@@ -86,11 +87,7 @@ ROW_DAMAGE = {
 
 
 def write_items(path, items, version: int = 1) -> None:
-    meta = make_metadata("episodes")
-    if version != 1:
-        meta = {b"offline_graph": b'{"kind": "episodes", "version": %d}' % version}
-    pq.write_table(pa.table({"item": pa.array(items, pa.binary())}).replace_schema_metadata(meta),
-                   path)
+    write_episode_file(path, items, metadata={"kind": "episodes", "version": version})
 
 
 def write_truncated(path) -> None:

@@ -11,11 +11,12 @@ import ray
 
 from offline_graph.convert import REPORT_NAME, ConvertConfig, ConvertEpisodes, convert
 from offline_graph.episode_codec import encode_episode
-from offline_graph.format import make_metadata, read_file_metadata
+from offline_graph.format import read_file_metadata
 from offline_graph.reader import read_episodes
 from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.transitions import Transitions
 from offline_graph.validation import EpisodeSpec
+from tests.helpers import write_episode_file
 
 pytestmark = pytest.mark.slow
 SPEC = EpisodeSpec(num_features=2, edge_dim=None, num_actions=3)
@@ -34,9 +35,7 @@ def obs(n, v):
 
 
 def write(path, items):
-    table = pa.table({"item": pa.array(items, pa.binary())}).replace_schema_metadata(
-        make_metadata("episodes"))
-    pq.write_table(table, path)
+    write_episode_file(path, items)
 
 
 def three_episodes():

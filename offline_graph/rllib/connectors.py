@@ -20,7 +20,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from offline_graph.collate import collate, uncollate
 from offline_graph.errors import OfflineGraphError
-from offline_graph.transitions import BOOKKEEPING_COLUMNS, table_to_batch, ragged_column
+from offline_graph.transitions import BOOKKEEPING_COLUMNS, graph_arrays, table_to_batch
 
 
 class AddGraphTransitionsToBatch(ConnectorV2):
@@ -84,13 +84,7 @@ def batch_to_table(module_batch: dict[str, Any], where: str) -> pa.Table:
             "the graph observation; modify its arrays in place instead."
         )
     graphs = uncollate({k: np.asarray(v) for k, v in obs.items()})
-    arrays: dict[str, pa.Array] = {
-        "actions": pa.array(actions),
-        "x": ragged_column(graphs.x, graphs.node_ptr),
-        "edge_index": ragged_column(np.ascontiguousarray(graphs.edge_index.T), graphs.edge_ptr),
-    }
-    if graphs.edge_attr is not None:
-        arrays["edge_attr"] = ragged_column(graphs.edge_attr, graphs.edge_ptr)
+    arrays: dict[str, pa.Array] = {"actions": pa.array(actions), **graph_arrays(graphs)}
     for name, value in module_batch.items():
         if name in ("obs", "actions") or name in BOOKKEEPING_COLUMNS:
             continue

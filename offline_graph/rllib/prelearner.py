@@ -43,7 +43,8 @@ from offline_graph.rllib.connectors import (
     user_pieces_only,
 )
 from offline_graph.rllib.settings import GraphSettings, read_settings
-from offline_graph.transitions import BOOKKEEPING_COLUMNS, Transitions
+from offline_graph.transitions import BOOKKEEPING_COLUMNS, Transitions, transition_schema
+from offline_graph.validation import EpisodeSpec
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -112,7 +113,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             self.buffer.add(new)
         if len(self.buffer) == 0:
             # Every row of this batch was rejected (skip mode) and nothing is buffered yet.
-            return _empty_table(self.spec.num_features, self.spec.edge_dim)
+            return _empty_table(self.spec)
         num_batches = max(1, int(round((len(new) if new is not None else 0) / self.batch_size)))
         sample = self.buffer.sample(num_batches * self.batch_size)
         if self._has_user_pieces:
@@ -140,18 +141,11 @@ def _keep_columns(sample: Transitions) -> list[str]:
     return cols
 
 
-def _empty_table(feat: int, edim: int | None) -> pa.Table:
-    from offline_graph.columns import GraphColumns
-
-    obs = GraphColumns(
-        np.zeros((0, feat), np.float32), np.zeros(1, np.int64), np.zeros((2, 0), np.int64),
-        np.zeros(1, np.int64), None if edim is None else np.zeros((0, edim), np.float32),
-    )
-    empty = Transitions(
-        obs, np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, bool),
-        np.zeros(0, bool), np.zeros(0, np.float32), np.zeros(0, np.int32), [], np.zeros(0, np.int64),
-    )
-    return empty.to_arrow(columns=_keep_columns(empty))
+def _empty_table(spec: EpisodeSpec) -> pa.Table:
+    """Zero transition rows with the columns a non-empty call emits."""
+    schema = transition_schema(spec)
+    keep = {"actions", "x", "edge_index", "edge_attr", "value_targets"}
+    return schema.empty_table().select([n for n in schema.names if n in keep])
 
 
 # build_algo() on a config with this prelearner names every missing setting, and RLlib's
