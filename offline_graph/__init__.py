@@ -6,6 +6,7 @@ Public API::
     GNNModule                PyG message-passing TorchRLModule
     configure(config)        fills in everything else graph training needs
     GraphCollateFn           learner-side collate (Arrow rows -> PyG-batched tensors)
+    NodeAction / EdgeAction  the action is a node / an edge of this step's graph (masked)
     graph_to_dict / dict_to_graph, encode_episode, collate / uncollate, errors
 """
 
@@ -24,6 +25,7 @@ from offline_graph.errors import (
 )
 from offline_graph.format import FORMAT_VERSION
 from offline_graph.graph import dict_to_graph, graph_to_dict
+from offline_graph.spaces import EdgeAction, NodeAction
 
 __version__ = "0.1.0"
 
@@ -48,6 +50,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "FORMAT_VERSION", "ConfigError", "DecodeError", "FormatVersionError", "GraphValidationError",
-    "OfflineGraphError", "SchemaError", "collate", "uncollate", "dict_to_graph", "graph_to_dict",
+    "OfflineGraphError", "SchemaError", "NodeAction", "EdgeAction", "collate", "uncollate", "dict_to_graph", "graph_to_dict",
     *_LAZY,
 ]
