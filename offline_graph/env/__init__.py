@@ -34,3 +34,33 @@ __all__ = [
     "make_policy",
     "random_policy",
 ]
+
+# Selection environments (the action is a node / an edge of the step's graph).
+from offline_graph.env.selection_envs import (  # noqa: E402
+    GrowTreeConfig,
+    GrowTreeEnv,
+    NextHopConfig,
+    NextHopEnv,
+    grow_tree_expert,
+    next_hop_expert,
+)
+
+NEXT_HOP_ID = "offline_graph/NextHop-v0"
+GROW_TREE_ID = "offline_graph/GrowTree-v0"
+for _id, _entry in (
+    (NEXT_HOP_ID, "offline_graph.env.selection_envs:NextHopEnv"),
+    (GROW_TREE_ID, "offline_graph.env.selection_envs:GrowTreeEnv"),
+):
+    if _id not in gym.registry:
+        gym.register(id=_id, entry_point=_entry)
+
+__all__ += [
+    "GROW_TREE_ID",
+    "NEXT_HOP_ID",
+    "GrowTreeConfig",
+    "GrowTreeEnv",
+    "NextHopConfig",
+    "NextHopEnv",
+    "grow_tree_expert",
+    "next_hop_expert",
+]
