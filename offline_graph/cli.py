@@ -16,6 +16,7 @@ COMMANDS = {
     "train": "train BC or MARWIL on recorded episodes or converted rows, then evaluate",
     "evaluate": "evaluate a saved checkpoint in the env",
     "bench": "benchmark the graph data path against RLlib's stock padded path",
+    "experiment": "the learning-quality table: BC / MARWIL / bag of nodes over seeds, one PNG",
 }
 
 

@@ -7,6 +7,8 @@ Input: ``GraphColumns`` of B graphs. Output (the learner's observation layout)::
     edge_attr  float32 [sumE, D]   only if present
     batch      int64   [sumN]      graph id of every node
     ptr        int64   [B+1]       graph b's nodes are x[ptr[b]:ptr[b+1]]
+    action_mask bool   [sumN] or [sumE]   only with a NodeAction / EdgeAction mask: allowed
+                                   nodes (concatenated like x) or edges (like edge_attr)
 
 Batching rules are data (cf. PyG ``__inc__`` / ``__cat_dim__``): ``BATCHING_RULES`` says per
 key whether it is node-, edge- or graph-level and whether it is offset by the node count.
@@ -25,6 +27,7 @@ BATCHING_RULES: dict[str, tuple[str, bool]] = {
     "edge_attr": ("edge", False),
     "batch": ("node", False),
     "ptr": ("graph", False),
+    "action_mask": ("node or edge", False),
 }
 
 
@@ -42,11 +45,18 @@ def collate(graphs: GraphColumns) -> dict[str, np.ndarray]:
     }
     if graphs.edge_attr is not None:
         out["edge_attr"] = graphs.edge_attr
+    if graphs.node_mask is not None:
+        out["action_mask"] = graphs.node_mask
+    elif graphs.edge_mask is not None:
+        out["action_mask"] = graphs.edge_mask
     return out
 
 
-def uncollate(batch: dict[str, np.ndarray]) -> GraphColumns:
-    """Inverse of :func:`collate`: back to per-graph local edge indices and offsets."""
+def uncollate(batch: dict[str, np.ndarray], mask_level: str | None = None) -> GraphColumns:
+    """Inverse of :func:`collate`: back to per-graph local edge indices and offsets.
+
+    ``mask_level`` ("node" / "edge") says where ``action_mask`` belongs (ignored when None).
+    """
     ptr = np.asarray(batch["ptr"], dtype=np.int64)
     edge_index = np.asarray(batch["edge_index"], dtype=np.int64)
     graph_of_edge = np.asarray(batch["batch"])[edge_index[0]] if edge_index.size else np.zeros(
@@ -62,4 +72,6 @@ def uncollate(batch: dict[str, np.ndarray]) -> GraphColumns:
         edge_index=local,
         edge_ptr=edge_ptr,
         edge_attr=batch.get("edge_attr"),
+        node_mask=batch.get("action_mask") if mask_level == "node" else None,
+        edge_mask=batch.get("action_mask") if mask_level == "edge" else None,
     )

@@ -7,6 +7,11 @@
     edge_index int64   [2, sumE]   LOCAL node indices (0..N_g-1), graph after graph
     edge_ptr   int64   [G+1]       graph g's edges are edge_index[:, edge_ptr[g]:edge_ptr[g+1]]
     edge_attr  float32 [sumE, D]   or None when the space has no edge features
+    node_mask  bool    [sumN]      or None: allowed node actions (``NodeAction`` spaces)
+    edge_mask  bool    [sumE]      or None: allowed edge actions (``EdgeAction`` spaces)
+
+The masks are the observation dicts' ``action_mask`` (see :mod:`offline_graph.spaces`); they
+are concatenated like ``x`` (node masks) or like ``edge_attr`` (edge masks).
 
 Every operation here (build, take, concat) is vectorized over whole columns.
 """
@@ -54,6 +59,8 @@ class GraphColumns:
     edge_index: np.ndarray
     edge_ptr: np.ndarray
     edge_attr: np.ndarray | None = None
+    node_mask: np.ndarray | None = None
+    edge_mask: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.node_ptr) - 1
@@ -78,12 +85,18 @@ class GraphColumns:
     @property
     def nbytes(self) -> int:
         """Bytes of the real payload (node, edge and feature arrays; offsets excluded)."""
-        ea = 0 if self.edge_attr is None else self.edge_attr.nbytes
-        return int(self.x.nbytes + self.edge_index.nbytes + ea)
+        extra = sum(a.nbytes for a in (self.edge_attr, self.node_mask, self.edge_mask) if a is not None)
+        return int(self.x.nbytes + self.edge_index.nbytes + extra)
 
     @classmethod
-    def from_graphs(cls, graphs: Sequence[GraphDict], edge_dim: int | None) -> "GraphColumns":
-        """Concatenate observation dicts (arrays are taken as they are; validate first)."""
+    def from_graphs(
+        cls, graphs: Sequence[GraphDict], edge_dim: int | None, mask_level: str | None = None
+    ) -> "GraphColumns":
+        """Concatenate observation dicts (arrays are taken as they are; validate first).
+
+        ``mask_level`` ("node" / "edge" / None): where the dicts' ``action_mask`` goes; a dict
+        without one allows every node (edge). None ignores masks.
+        """
         xs = [g["x"] for g in graphs]
         eis = [g["edge_index"] for g in graphs]
         node_ptr = counts_to_ptr(np.fromiter((len(a) for a in xs), np.int64, len(xs)))
@@ -105,7 +118,21 @@ class GraphColumns:
                 if eas
                 else np.zeros((0, edge_dim), np.float32)
             )
-        return cls(x=x, node_ptr=node_ptr, edge_index=ei, edge_ptr=edge_ptr, edge_attr=ea)
+        out = cls(x=x, node_ptr=node_ptr, edge_index=ei, edge_ptr=edge_ptr, edge_attr=ea)
+        if mask_level is not None:
+            ptr = node_ptr if mask_level == "node" else edge_ptr
+            masks = [
+                np.ones(int(ptr[i + 1] - ptr[i]), bool)
+                if g.get("action_mask") is None
+                else np.asarray(g["action_mask"]).astype(bool, copy=False).reshape(-1)
+                for i, g in enumerate(graphs)
+            ]
+            mask = np.concatenate(masks) if masks else np.zeros(0, bool)
+            if mask_level == "node":
+                out.node_mask = mask
+            else:
+                out.edge_mask = mask
+        return out
 
     def graph(self, g: int) -> GraphDict:
         """Graph ``g`` as an observation dict (views, no copies)."""
@@ -114,6 +141,10 @@ class GraphColumns:
         out: GraphDict = {"x": self.x[n0:n1], "edge_index": self.edge_index[:, e0:e1]}
         if self.edge_attr is not None:
             out["edge_attr"] = self.edge_attr[e0:e1]
+        if self.node_mask is not None:
+            out["action_mask"] = self.node_mask[n0:n1]
+        if self.edge_mask is not None:
+            out["action_mask"] = self.edge_mask[e0:e1]
         return out
 
     def take(self, idx: np.ndarray) -> "GraphColumns":
@@ -127,6 +158,8 @@ class GraphColumns:
             edge_index=self.edge_index[:, esel],
             edge_ptr=counts_to_ptr(self.num_edges[idx]),
             edge_attr=None if self.edge_attr is None else self.edge_attr[esel],
+            node_mask=None if self.node_mask is None else self.node_mask[nsel],
+            edge_mask=None if self.edge_mask is None else self.edge_mask[esel],
         )
 
     def slice(self, start: int, stop: int) -> "GraphColumns":
@@ -139,13 +172,26 @@ class GraphColumns:
             edge_index=self.edge_index[:, e0:e1],
             edge_ptr=self.edge_ptr[start : stop + 1] - e0,
             edge_attr=None if self.edge_attr is None else self.edge_attr[e0:e1],
+            node_mask=None if self.node_mask is None else self.node_mask[n0:n1],
+            edge_mask=None if self.edge_mask is None else self.edge_mask[e0:e1],
         )
 
     @staticmethod
     def concat(parts: Sequence["GraphColumns"]) -> "GraphColumns":
-        """Concatenate column sets graph-wise."""
+        """Concatenate column sets graph-wise (a part without the mask the others have
+        contributes all-allowed entries)."""
         if len(parts) == 1:
             return parts[0]
+
+        def masks(name: str, counts: str) -> np.ndarray | None:
+            if all(getattr(p, name) is None for p in parts):
+                return None
+            return np.concatenate([
+                getattr(p, name) if getattr(p, name) is not None
+                else np.ones(int(getattr(p, counts).sum()), bool)
+                for p in parts
+            ])
+
         node_ptr = counts_to_ptr(np.concatenate([p.num_nodes for p in parts]))
         edge_ptr = counts_to_ptr(np.concatenate([p.num_edges for p in parts]))
         has_ea = parts[0].edge_attr is not None
@@ -155,4 +201,6 @@ class GraphColumns:
             edge_index=np.concatenate([p.edge_index for p in parts], axis=1),
             edge_ptr=edge_ptr,
             edge_attr=np.concatenate([p.edge_attr for p in parts]) if has_ea else None,  # type: ignore[misc]
+            node_mask=masks("node_mask", "num_nodes"),
+            edge_mask=masks("edge_mask", "num_edges"),
         )

@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -59,6 +59,9 @@ class ConvertConfig:
     """Concurrent map tasks (each ``cpus_per_worker`` CPUs)."""
     cpus_per_worker: float = 0.5
     """CPU share per map task; fractional so reads and writes still get scheduled."""
+    source: dict = field(default_factory=dict)
+    """Recording facts copied into the output metadata (env, env_config, mask_key, policy,
+    seed, epsilon), so training from the rows finds the env the episodes came from."""
 
 
 class ConvertEpisodes:
@@ -131,7 +134,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     stats_name = f"offline_graph_convert_{os.getpid()}_{int(time.time() * 1e6)}"
     accounting.get_collector()
     schema = transition_schema(cfg.spec).with_metadata(
-        make_metadata("transitions", gamma=cfg.gamma))
+        make_metadata("transitions", **{**cfg.source, "gamma": cfg.gamma}))
     if not scan.files:
         raise FormatVersionError(
             f"convert: input {cfg.input} must hold at least one readable episode file (found "

@@ -36,7 +36,16 @@ from offline_graph.collate import collate
 from offline_graph.columns import GraphColumns
 from offline_graph.errors import ConfigError
 from offline_graph.graph import GraphDict, graph_to_dict, space_sizes
-from offline_graph.recording import DEFAULT_ENV, episode_seeds, make_env, run_episode
+from offline_graph.recording import (
+    DEFAULT_ENV,
+    DEFAULT_MASK_KEY,
+    episode_seeds,
+    make_env,
+    mask_key_for,
+    observe,
+    policy_for,
+)
+from offline_graph.spaces import selection_level
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -63,16 +72,54 @@ def normalized_score(ret: float, random_ret: float, expert_ret: float) -> float:
     return 100.0 * (float(ret) - float(random_ret)) / denom
 
 
-def _summary(returns: Sequence[float], lengths: Sequence[int], seed: int) -> dict[str, Any]:
-    arr = np.asarray(returns, dtype=np.float64)
-    return {
-        "mean_return": float(arr.mean()) if arr.size else float("nan"),
-        "std": float(arr.std()) if arr.size else float("nan"),
-        "returns": [float(r) for r in arr],
-        "episodes": int(arr.size),
-        "mean_length": float(np.mean(lengths)) if len(lengths) else float("nan"),
-        "seed": int(seed),
-    }
+def is_legal(action: int, obs: GraphDict, action_space: gym.Space) -> bool:
+    """Whether ``action`` is legal for observation ``obs``: in ``Discrete(k)``; for
+    ``NodeAction`` / ``EdgeAction`` an index of this step's nodes / edges that its
+    ``action_mask`` (if any) allows."""
+    level = selection_level(action_space)
+    if level is None:
+        return bool(action_space.contains(int(action)))
+    choices = int(obs["x"].shape[0]) if level == "node" else int(obs["edge_index"].shape[1])
+    if not 0 <= int(action) < choices:
+        return False
+    mask = obs.get("action_mask")
+    return True if mask is None else bool(mask[int(action)])
+
+
+class _Tally:
+    """Per-episode returns/lengths/success and illegal-action counts of one evaluation."""
+
+    def __init__(self, episodes: int, action_space: gym.Space):
+        self.returns = [0.0] * episodes
+        self.lengths = [0] * episodes
+        self.success: list[bool | None] = [None] * episodes
+        self.illegal = 0
+        self.space = action_space
+
+    def step(self, ep: int, obs: GraphDict, action: int, reward: float, done: bool, info: dict) -> None:
+        self.illegal += 0 if is_legal(action, obs, self.space) else 1
+        self.returns[ep] += float(reward)
+        self.lengths[ep] += 1
+        if done and isinstance(info, dict) and "is_success" in info:
+            self.success[ep] = bool(info["is_success"])
+
+    def summary(self, seed: int) -> dict[str, Any]:
+        arr = np.asarray(self.returns, dtype=np.float64)
+        steps = int(sum(self.lengths))
+        known = [s for s in self.success if s is not None]
+        return {
+            "mean_return": float(arr.mean()) if arr.size else float("nan"),
+            "std": float(arr.std()) if arr.size else float("nan"),
+            "returns": [float(r) for r in arr],
+            "episodes": int(arr.size),
+            "mean_length": float(np.mean(self.lengths)) if self.lengths else float("nan"),
+            "seed": int(seed),
+            "actions": steps,
+            "illegal_actions": int(self.illegal),
+            "illegal_share": float(self.illegal / steps) if steps else 0.0,
+            # share of episodes whose final info said is_success=True (None: env never says)
+            "success_rate": float(np.mean(known)) if len(known) == len(self.success) and known else None,
+        }
 
 
 def _check_episodes(episodes: int) -> None:
@@ -92,30 +139,39 @@ def evaluate_policy(
     seed: int = DEFAULT_EVAL_SEED,
     epsilon: float = 0.3,
     env_config: dict | None = None,
+    mask_key: str | None = DEFAULT_MASK_KEY,
 ) -> dict[str, Any]:
-    """Mean/std/list of returns of a behaviour policy over ``episodes`` seeded episodes.
+    """Returns (mean/std/list), lengths, illegal-action share and success rate of a behaviour
+    policy over ``episodes`` seeded episodes.
 
     ``policy`` is a name (``"expert"``, ``"random"``, ``"mixed"``: built per episode with that
-    episode's RNG, exactly as ``offline-graph record`` does) or a callable
-    ``policy(obs_dict, info) -> int`` used as is for every episode. ``env`` is an env id /
+    episode's RNG, exactly as ``offline-graph record`` does, see
+    :func:`offline_graph.recording.policy_for`), ``module:function``, or a callable
+    ``policy(obs_dict, info) -> int`` used as is for every episode. For node/edge-selection
+    envs the obs dict carries ``action_mask`` from ``info[mask_key]``. ``env`` is an env id /
     ``module:Class`` string (built with ``env_config``) or an env instance.
     """
-    from offline_graph.env.policies import make_policy
-
     _check_episodes(episodes)
     instance = _env_instance(env, env_config)
     _, edge_dim = space_sizes(instance.observation_space)
-    k = int(instance.action_space.n)  # type: ignore[attr-defined]
-    returns, lengths = [], []
+    key = mask_key_for(instance, mask_key)
+    tally = _Tally(int(episodes), instance.action_space)
     for i in range(int(episodes)):
         env_seed, rng = episode_seeds(int(seed), i)
-        pol = make_policy(policy, k, epsilon, rng) if isinstance(policy, str) else policy
-        _, acts, rews, _, _ = run_episode(instance, pol, env_seed, edge_dim)
-        returns.append(sum(rews))
-        lengths.append(len(acts))
+        pol = policy_for(instance, policy, epsilon, rng) if isinstance(policy, str) else policy
+        obs, info = instance.reset(seed=env_seed)
+        current = observe(obs, info, edge_dim, key)
+        while True:
+            action = int(pol(current, info))
+            obs, reward, terminated, truncated, info = instance.step(action)
+            done = bool(terminated or truncated)
+            tally.step(i, current, action, float(reward), done, info)
+            if done:
+                break
+            current = observe(obs, info, edge_dim, key)
     if isinstance(env, str):
         instance.close()
-    return _summary(returns, lengths, seed)
+    return tally.summary(seed)
 
 
 # --------------------------------------------------------------------------- module
@@ -128,13 +184,17 @@ def module_device(module: Any) -> Any:
     return torch.device("cpu")
 
 
-def obs_batch(observations: Sequence[GraphDict], edge_dim: int | None, device: Any = None) -> dict:
-    """``{Columns.OBS: {x, edge_index, [edge_attr], batch, ptr}}`` torch tensors of a list of
-    observation dicts (the learner's batch layout, see :mod:`offline_graph.collate`)."""
+def obs_batch(
+    observations: Sequence[GraphDict], edge_dim: int | None, device: Any = None,
+    mask_level: str | None = None,
+) -> dict:
+    """``{Columns.OBS: {x, edge_index, [edge_attr], batch, ptr, [action_mask]}}`` torch
+    tensors of a list of observation dicts (the learner's batch layout, see
+    :mod:`offline_graph.collate`); ``mask_level`` "node" / "edge" batches ``action_mask``."""
     import torch
     from ray.rllib.core.columns import Columns
 
-    batched = collate(GraphColumns.from_graphs(list(observations), edge_dim))
+    batched = collate(GraphColumns.from_graphs(list(observations), edge_dim, mask_level))
     return {
         Columns.OBS: {
             k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batched.items()
@@ -143,13 +203,20 @@ def obs_batch(observations: Sequence[GraphDict], edge_dim: int | None, device: A
 
 
 def greedy_actions(module: Any, observations: Sequence[GraphDict], edge_dim: int | None) -> np.ndarray:
-    """Greedy (argmax of ``forward_inference`` logits) actions for a list of observations."""
+    """Greedy actions for a list of observations, through RLlib's own path:
+    ``get_inference_action_dist_cls().from_logits(forward_inference(...)[ACTION_DIST_INPUTS])
+    .to_deterministic().sample()`` (argmax of the logits; for node/edge selection the most
+    likely allowed node/edge, a local index of each graph)."""
     import torch
     from ray.rllib.core.columns import Columns
 
+    level = selection_level(getattr(module, "action_space", None))
     with torch.no_grad():
-        out = module.forward_inference(obs_batch(observations, edge_dim, module_device(module)))
-    return out[Columns.ACTION_DIST_INPUTS].argmax(dim=-1).cpu().numpy().astype(np.int64)
+        batch = obs_batch(observations, edge_dim, module_device(module), level)
+        out = module.forward_inference(batch)
+        dist = module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+        actions = dist.to_deterministic().sample()
+    return actions.cpu().numpy().astype(np.int64)
 
 
 def evaluate_module(
@@ -160,8 +227,11 @@ def evaluate_module(
     num_envs: int = 16,
     env_config: dict | None = None,
     torch_threads: int | None = 1,
+    mask_key: str | None = DEFAULT_MASK_KEY,
 ) -> dict[str, Any]:
-    """Mean/std/list of returns of ``module`` acting greedily over ``episodes`` episodes.
+    """Mean/std/list of returns of ``module`` acting greedily over ``episodes`` episodes,
+    plus ``illegal_actions`` / ``illegal_share`` (actions outside this step's graph or its
+    ``action_mask``) and ``success_rate`` (envs whose final ``info`` has ``is_success``).
 
     ``env`` is an env id / ``module:Class`` string (``num_envs`` instances built with
     ``env_config`` run in lockstep, one batched forward pass per step) or an env instance
@@ -179,13 +249,15 @@ def evaluate_module(
     if torch_threads is not None:
         torch.set_num_threads(int(torch_threads))
     try:
-        return _evaluate_module(module, env, int(episodes), int(seed), num_envs, env_config)
+        return _evaluate_module(module, env, int(episodes), int(seed), num_envs, env_config,
+                                mask_key)
     finally:
         torch.set_num_threads(threads)
 
 
 def _evaluate_module(
-    module: Any, env: EnvArg, episodes: int, seed: int, num_envs: int, env_config: dict | None
+    module: Any, env: EnvArg, episodes: int, seed: int, num_envs: int, env_config: dict | None,
+    mask_key: str | None,
 ) -> dict[str, Any]:
     if hasattr(module, "eval"):
         module.eval()
@@ -195,8 +267,8 @@ def _evaluate_module(
     else:
         envs = [env]
     _, edge_dim = space_sizes(envs[0].observation_space)
-    returns = [0.0] * int(episodes)
-    lengths = [0] * int(episodes)
+    key = mask_key_for(envs[0], mask_key)
+    tally = _Tally(int(episodes), envs[0].action_space)
     next_episode = 0
     # slot -> (episode index, current observation dict) of the episode running in envs[slot]
     running: dict[int, tuple[int, GraphDict]] = {}
@@ -206,8 +278,8 @@ def _evaluate_module(
         if next_episode >= int(episodes):
             return
         env_seed, _ = episode_seeds(int(seed), next_episode)
-        obs, _ = envs[slot].reset(seed=env_seed)
-        running[slot] = (next_episode, graph_to_dict(obs, edge_dim))
+        obs, info = envs[slot].reset(seed=env_seed)
+        running[slot] = (next_episode, observe(obs, info, edge_dim, key))
         next_episode += 1
 
     for slot in range(len(envs)):
@@ -216,18 +288,18 @@ def _evaluate_module(
         slots = sorted(running)
         actions = greedy_actions(module, [running[s][1] for s in slots], edge_dim)
         for slot, action in zip(slots, actions):
-            ep, _ = running.pop(slot)
-            obs, reward, terminated, truncated, _ = envs[slot].step(int(action))
-            returns[ep] += float(reward)
-            lengths[ep] += 1
-            if terminated or truncated:
+            ep, current = running.pop(slot)
+            obs, reward, terminated, truncated, info = envs[slot].step(int(action))
+            done = bool(terminated or truncated)
+            tally.step(ep, current, int(action), float(reward), done, info)
+            if done:
                 start(slot)
             else:
-                running[slot] = (ep, graph_to_dict(obs, edge_dim))
+                running[slot] = (ep, observe(obs, info, edge_dim, key))
     if isinstance(env, str):
         for e in envs:
             e.close()
-    return _summary(returns, lengths, seed)
+    return tally.summary(seed)
 
 
 # --------------------------------------------------------------------------- RLlib glue
@@ -322,9 +394,10 @@ def baseline_scores(
     episodes: int = 50,
     seed: int = DEFAULT_EVAL_SEED,
     env_config: dict | None = None,
+    mask_key: str | None = DEFAULT_MASK_KEY,
 ) -> dict[str, dict[str, Any]]:
     """``{"expert": ..., "random": ...}`` evaluations over the same seeded episodes."""
     return {
-        name: evaluate_policy(name, env, episodes, seed, env_config=env_config)
+        name: evaluate_policy(name, env, episodes, seed, env_config=env_config, mask_key=mask_key)
         for name in ("expert", "random")
     }

@@ -93,6 +93,10 @@ def fast_episode(
     edge_index = np.stack([flat[src_pos], flat[src_pos + num_edges[graph_of_edge]]])
     graphs = GraphColumns(x.reshape(total_n, spec.num_features), counts_to_ptr(num_nodes),
                           edge_index, edge_ptr, edge_attr)
+    if spec.action_level == "node":  # no recorded masks (they take the full path): all allowed
+        graphs.node_mask = np.ones(total_n, bool)
+    elif spec.action_level == "edge":
+        graphs.edge_mask = np.ones(total_e, bool)
     acts = np.asarray(actions)
     rews = np.asarray(rewards)
 
@@ -100,7 +104,7 @@ def fast_episode(
         return where(file=file, row=row, episode_id=raw.id, t=t, column=column)
 
     check_values(graphs, ctx)
-    check_actions_rewards(acts, rews, spec, ctx)
+    check_actions_rewards(acts, rews, spec, ctx, graphs)
     return Episode(
         id=raw.id,
         obs=graphs,

@@ -165,18 +165,21 @@ def log_rejections(stats: ReadStats, who: str) -> None:
 
 
 def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
-    """The validation spec of a (Graph observation, Discrete action) space pair."""
+    """The validation spec of a (Graph observation, Discrete / NodeAction / EdgeAction action)
+    space pair."""
     from offline_graph.graph import space_sizes
+    from offline_graph.spaces import selection_level
 
     feat, edim = space_sizes(observation_space)
     n = getattr(action_space, "n", None)
-    if n is None:
+    if n is None or not isinstance(action_space, __import__("gymnasium").spaces.Discrete):
         from offline_graph.errors import ConfigError
 
         raise ConfigError(
-            f"action space: space must be gymnasium.spaces.Discrete(k) (found {action_space!r}). "
-            "Graph-level actions are Discrete."
+            f"action space: space must be gymnasium.spaces.Discrete(k), "
+            f"offline_graph.NodeAction(max_nodes) or offline_graph.EdgeAction(max_edges) "
+            f"(found {action_space!r}). Graph-level actions are Discrete; node / edge "
+            "selection uses NodeAction / EdgeAction."
         )
-    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=int(n))
-
-
+    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=int(n),
+                       action_level=selection_level(action_space))

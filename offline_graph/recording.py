@@ -54,24 +54,90 @@ def episode_seeds(seed: int, index: int) -> tuple[int, np.random.Generator]:
 
 
 PolicyFactory = Callable[[gym.Env, np.random.Generator], Callable[[GraphDict, dict], int]]
+Policy = Callable[[GraphDict, dict], int]
+
+DEFAULT_MASK_KEY = "action_mask"
+"""The ``info`` key the recorder reads action masks from (public graph env packages' choice)."""
+
+
+def observe(obs: Any, info: dict, edge_dim: int | None, mask_key: str | None) -> GraphDict:
+    """An env observation (``GraphInstance``) as an observation dict; with ``mask_key``, the
+    mask ``info[mask_key]`` (when the env gave one) becomes the dict's bool ``action_mask``."""
+    out = graph_to_dict(obs, edge_dim)
+    if mask_key is not None and info is not None and info.get(mask_key) is not None:
+        out["action_mask"] = np.asarray(info[mask_key]).astype(bool).reshape(-1)
+    return out
+
+
+def mask_key_for(env: gym.Env, mask_key: str | None = DEFAULT_MASK_KEY) -> str | None:
+    """``mask_key`` for node/edge-selection action spaces, None for graph-level ones (their
+    masks are not recorded: graph-level masked actions are not supported)."""
+    from offline_graph.spaces import selection_level
+
+    return mask_key if selection_level(env.action_space) is not None else None
 
 
 def run_episode(
-    env: gym.Env, policy: Callable[[GraphDict, dict], int], env_seed: int, edge_dim: int | None
+    env: gym.Env, policy: Policy, env_seed: int, edge_dim: int | None,
+    mask_key: str | None = None,
 ) -> tuple[list[GraphDict], list[int], list[float], bool, bool]:
-    """One episode: observations (T+1), actions, rewards, terminated, truncated."""
+    """One episode: observations (T+1), actions, rewards, terminated, truncated.
+
+    ``mask_key``: read ``info[mask_key]`` into each observation's ``action_mask`` (see
+    :func:`observe`); the policy is called with that observation dict and the env's ``info``.
+    """
     obs, info = env.reset(seed=env_seed)
-    observations = [graph_to_dict(obs, edge_dim)]
+    observations = [observe(obs, info, edge_dim, mask_key)]
     actions: list[int] = []
     rewards: list[float] = []
     while True:
         action = int(policy(observations[-1], info))
         obs, reward, terminated, truncated, info = env.step(action)
-        observations.append(graph_to_dict(obs, edge_dim))
+        observations.append(observe(obs, info, edge_dim, mask_key))
         actions.append(action)
         rewards.append(float(reward))
         if terminated or truncated:
             return observations, actions, rewards, bool(terminated), bool(truncated)
+
+
+def load_user_policy(spec: str) -> Policy:
+    """``module:function`` -> the function (called as ``function(obs_dict, info) -> action``)."""
+    module, _, name = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(
+            f"policy: {spec!r} must name an importable function module:function (found "
+            f"{type(err).__name__}: {err}). It is called as function(obs_dict, info) -> action."
+        ) from None
+    if not callable(fn):
+        raise ConfigError(
+            f"policy: {spec!r} must be callable (found {type(fn).__name__}). It is called as "
+            "function(obs_dict, info) -> action."
+        )
+    return fn
+
+
+def policy_for(env: gym.Env, name: str, epsilon: float, rng: np.random.Generator) -> Policy:
+    """A behaviour policy for ``env``: ``module:function`` (a user policy), or a name
+    ("expert", "random", "mixed") resolved by ``env.unwrapped.make_policy(name, epsilon, rng)``
+    when the env has that method, else by :func:`offline_graph.env.policies.make_policy` for
+    ``Discrete(k)`` envs of the toy task."""
+    if ":" in name:
+        return load_user_policy(name)
+    maker = getattr(env.unwrapped, "make_policy", None)
+    if callable(maker):
+        return maker(name, epsilon, rng)
+    from offline_graph.env.policies import make_policy
+    from offline_graph.spaces import selection_level
+
+    if selection_level(env.action_space) is not None:
+        raise ConfigError(
+            f"policy: named policy {name!r} must come from the env's make_policy(name, "
+            f"epsilon, rng) method for a {env.action_space!r} action space (found an env "
+            "without one). Pass --policy module:function instead."
+        )
+    return make_policy(name, int(env.action_space.n), epsilon, rng)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -86,20 +152,19 @@ class RecordJob:
     first: int
     last: int  # exclusive
     output: str
+    mask_key: str | None = DEFAULT_MASK_KEY
 
 
 def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Record episodes ``first..last-1`` into one Parquet file; returns a summary."""
-    from offline_graph.env.policies import make_policy
-
     env = make_env(job.env, job.env_config)
     _, edge_dim = space_sizes(env.observation_space)
-    num_actions = int(env.action_space.n)  # type: ignore[attr-defined]
+    mask_key = mask_key_for(env, job.mask_key)
     items, returns, steps = [], [], 0
     for i in range(job.first, job.last):
         env_seed, rng = episode_seeds(job.seed, i)
-        policy = make_policy(job.policy, num_actions, job.epsilon, rng)
-        obs, acts, rews, term, trunc = run_episode(env, policy, env_seed, edge_dim)
+        policy = policy_for(env, job.policy, job.epsilon, rng)
+        obs, acts, rews, term, trunc = run_episode(env, policy, env_seed, edge_dim, mask_key)
         items.append(
             encode_episode(obs, acts, rews, terminated=term, truncated=trunc,
                            episode_id=f"s{job.seed}-e{i:07d}")
@@ -110,7 +175,9 @@ def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -
             progress(1)
     env.close()
     table = pa.table({"item": pa.array(items, pa.binary())})
-    meta = make_metadata("episodes", env=job.env, policy=job.policy, epsilon=job.epsilon, seed=job.seed)
+    meta = make_metadata("episodes", env=job.env, policy=job.policy, epsilon=job.epsilon,
+                         seed=job.seed, **({"mask_key": mask_key} if mask_key else {}),
+                         **({"env_config": job.env_config} if job.env_config else {}))
     table = table.replace_schema_metadata(meta)
     pq.write_table(table, job.output, compression="zstd")
     return {"file": job.output, "episodes": len(items), "transitions": steps, "returns": returns}
@@ -118,7 +185,7 @@ def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -
 
 def plan_jobs(
     *, env: str, env_config: dict | None, policy: str, epsilon: float, seed: int,
-    episodes: int, episodes_per_file: int, output: str,
+    episodes: int, episodes_per_file: int, output: str, mask_key: str | None = DEFAULT_MASK_KEY,
 ) -> list[RecordJob]:
     """Split ``episodes`` into files of at most ``episodes_per_file``."""
     os.makedirs(output, exist_ok=True)
@@ -127,7 +194,7 @@ def plan_jobs(
         last = min(first + episodes_per_file, episodes)
         name = f"episodes-{first:07d}-{last - 1:07d}.parquet"
         jobs.append(RecordJob(env, dict(env_config or {}), policy, epsilon, seed, first, last,
-                              os.path.join(output, name)))
+                              os.path.join(output, name), mask_key))
     return jobs
 
 

@@ -83,7 +83,13 @@ def spec_from_raw(raw: RawEpisode) -> EpisodeSpec:
     k = 1
     if actions.size and actions.dtype.kind in "iu":
         k = max(int(actions.max()) + 1, 1)
-    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=k)
+    level = None
+    if isinstance(first, dict) and first.get("action_mask") is not None:
+        # a recorded mask means a selection space: node-level if it has one entry per node
+        num_nodes = int(np.shape(first.get("x"))[0]) if np.ndim(first.get("x")) else -1
+        level = "node" if np.shape(first["action_mask"]) == (num_nodes,) else "edge"
+        k = 1 << 40  # the space's limit is unknown here; only per-step ranges are checked
+    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=k, action_level=level)
 
 
 @dataclass

@@ -6,6 +6,8 @@ One row per transition, no padding, no pickled objects::
     x              list<fixed_size_list<float32, F>>       node features of obs_t
     edge_index     list<fixed_size_list<int64, 2>>         (src, dst) pairs, local indices
     edge_attr      list<fixed_size_list<float32, D>>       only if the space has edge features
+    node_mask      list<bool>                              only for NodeAction spaces: allowed nodes
+    edge_mask      list<bool>                              only for EdgeAction spaces: allowed edges
     rewards        float32
     terminateds    bool      True on the last step of a terminated episode
     truncateds     bool      True on the last step of a truncated episode
@@ -31,7 +33,7 @@ from offline_graph.columns import GraphColumns, counts_to_ptr
 from offline_graph.returns import discounted_returns
 from offline_graph.validation import Episode, EpisodeSpec
 
-GRAPH_COLUMNS = ("x", "edge_index", "edge_attr")
+GRAPH_COLUMNS = ("x", "edge_index", "edge_attr", "node_mask", "edge_mask")
 # Columns the BC / MARWIL losses never read; dropped on the way to the learner.
 BOOKKEEPING_COLUMNS = ("rewards", "terminateds", "truncateds", "eps_id", "t")
 
@@ -149,6 +151,8 @@ def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
               pa.field("edge_index", ragged(pa.int64(), 2))]
     if spec.edge_dim is not None:
         fields.append(pa.field("edge_attr", ragged(pa.float32(), spec.edge_dim)))
+    if spec.action_level is not None:
+        fields.append(pa.field(f"{spec.action_level}_mask", pa.list_(pa.bool_())))
     fields += [pa.field("rewards", pa.float32()), pa.field("terminateds", pa.bool_()),
                pa.field("truncateds", pa.bool_()), pa.field("value_targets", pa.float32()),
                pa.field("eps_id", pa.dictionary(pa.int32(), pa.string())), pa.field("t", pa.int64())]
@@ -183,7 +187,19 @@ def graph_arrays(graphs: GraphColumns) -> dict[str, pa.Array]:
     }
     if graphs.edge_attr is not None:
         arrays["edge_attr"] = ragged_column(graphs.edge_attr, graphs.edge_ptr)
+    for name, mask, ptr in (("node_mask", graphs.node_mask, graphs.node_ptr),
+                            ("edge_mask", graphs.edge_mask, graphs.edge_ptr)):
+        if mask is not None:
+            arrays[name] = pa.ListArray.from_arrays(
+                pa.array((ptr - ptr[0]).astype(np.int32)), pa.array(mask, pa.bool_())
+            )
     return arrays
+
+
+def _bool_list(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """list<bool> -> flat bool values, honouring slices."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return arr.flatten().to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
 
 def table_to_graphs(table: pa.Table) -> GraphColumns:
@@ -193,12 +209,15 @@ def table_to_graphs(table: pa.Table) -> GraphColumns:
     edge_attr = None
     if "edge_attr" in table.column_names:
         edge_attr, _ = unragged_column(table.column("edge_attr"))
+    names = table.column_names
     return GraphColumns(
         x=x.astype(np.float32, copy=False),
         node_ptr=node_ptr,
         edge_index=np.ascontiguousarray(pairs.T).astype(np.int64, copy=False),
         edge_ptr=edge_ptr,
         edge_attr=None if edge_attr is None else edge_attr.astype(np.float32, copy=False),
+        node_mask=_bool_list(table.column("node_mask")) if "node_mask" in names else None,
+        edge_mask=_bool_list(table.column("edge_mask")) if "edge_mask" in names else None,
     )
 
 

@@ -13,7 +13,13 @@ Checks, each with a short ``reason`` key used for skip-mode accounting:
 ``edge_attr``          ``edge_attr`` missing / not [E, D] when the space has edge features,
                        or present when it has none
 ``nonfinite``          NaN or inf in ``x`` or ``edge_attr``
-``action``             an action outside the action space
+``action``             an action outside the action space (selection spaces: outside ``0..N_t-1``
+                       / ``0..E_t-1`` of its step's graph, or above the space's limit)
+``action_mask``        ``action_mask`` not bool ``[N_t]`` / ``[E_t]``, present for a graph-level
+                       action space, or allowing nothing on a step where an action was taken
+``masked_action``      the recorded action is forbidden by its step's ``action_mask``
+``too_many_choices``   a step's graph has more nodes (edges) than ``NodeAction(max_nodes)``
+                       (``EdgeAction(max_edges)``) allows
 ``reward``             a non-finite reward
 =====================  ==================================================================
 
@@ -41,7 +47,10 @@ class EpisodeSpec:
     edge_dim: int | None
     """D: edge feature size, or None when the space has no edge features."""
     num_actions: int
-    """k: actions must be integers in ``0..k-1``."""
+    """k: actions must be integers in ``0..k-1`` (selection spaces: the space's limit)."""
+    action_level: str | None = None
+    """None: graph-level ``Discrete(k)`` actions; "node" / "edge": ``NodeAction`` /
+    ``EdgeAction`` (the action indexes this step's nodes / edges; ``action_mask`` allowed)."""
 
 
 @dataclass
@@ -154,8 +163,9 @@ def validate_episode(
     x_all = np.concatenate(xs).astype(np.float32, copy=False)
     ei_all = np.concatenate(eis, axis=1).astype(np.int64, copy=False)
     graphs = GraphColumns(x_all, counts_to_ptr(num_nodes), ei_all, counts_to_ptr(num_edges), edge_attr)
+    _collect_masks(obs, graphs, spec, ctx)
     check_values(graphs, ctx)
-    check_actions_rewards(actions, rewards, spec, ctx)
+    check_actions_rewards(actions, rewards, spec, ctx, graphs)
     return Episode(
         id=eid,
         obs=graphs,
@@ -164,6 +174,44 @@ def validate_episode(
         terminated=raw.terminated,
         truncated=raw.truncated and not raw.terminated,
     )
+
+
+def _collect_masks(obs: list[Any], graphs: GraphColumns, spec: EpisodeSpec, ctx: Any) -> None:
+    """Check every observation's ``action_mask`` and store them on ``graphs`` (no mask on any
+    observation: nothing stored, every choice allowed)."""
+    raw = [o.get("action_mask") for o in obs]
+    if all(m is None for m in raw) and spec.action_level is None:
+        return
+    if spec.action_level is None:
+        t = next(i for i, m in enumerate(raw) if m is not None)
+        raise _fail(
+            "action_mask",
+            f"{ctx(t, 'action_mask')}: action_mask must be absent for a graph-level action "
+            f"space Discrete({spec.num_actions}) (found {list(np.shape(raw[t]))}). Masks belong "
+            "to NodeAction / EdgeAction spaces; drop the key or use one of those spaces.",
+        )
+    level = spec.action_level
+    counts = graphs.num_nodes if level == "node" else graphs.num_edges
+    size = "N" if level == "node" else "E"
+    masks = []
+    for t, m in enumerate(raw):
+        if m is None:
+            masks.append(np.ones(int(counts[t]), bool))
+            continue
+        m = np.asarray(m)
+        if m.dtype != np.bool_ or m.shape != (int(counts[t]),):
+            raise _fail(
+                "action_mask",
+                f"{ctx(t, 'action_mask')}: action_mask must be bool [{size}={int(counts[t])}] "
+                f"(one entry per {level} of this step's graph) (found {m.dtype} "
+                f"{list(m.shape)}). Record masks as np.asarray(mask, dtype=bool).",
+            )
+        masks.append(m)
+    mask = np.concatenate(masks)
+    if level == "node":
+        graphs.node_mask = mask
+    else:
+        graphs.edge_mask = mask
 
 
 def _first_bad_step(bad: np.ndarray, ptr: np.ndarray) -> int:
@@ -203,8 +251,15 @@ def check_values(graphs: GraphColumns, ctx: Any) -> None:
             )
 
 
-def check_actions_rewards(actions: np.ndarray, rewards: np.ndarray, spec: EpisodeSpec, ctx: Any) -> None:
-    if actions.ndim != 1 or actions.dtype.kind not in "iu":
+def check_actions_rewards(
+    actions: np.ndarray, rewards: np.ndarray, spec: EpisodeSpec, ctx: Any,
+    graphs: GraphColumns | None = None,
+) -> None:
+    """Actions are in the action space (selection spaces: in their step's graph and allowed by
+    its mask; needs ``graphs``), rewards are finite."""
+    if spec.action_level is not None and graphs is not None:
+        _check_selection_actions(actions, spec, ctx, graphs)
+    elif actions.ndim != 1 or actions.dtype.kind not in "iu":
         raise _fail(
             "action",
             f"{ctx(None, 'actions')}: actions must be integers [T] for Discrete("
@@ -212,7 +267,7 @@ def check_actions_rewards(actions: np.ndarray, rewards: np.ndarray, spec: Episod
             "Record the action index the env received.",
         )
     bad = (actions < 0) | (actions >= spec.num_actions)
-    if bad.any():
+    if spec.action_level is None and bad.any():
         t = int(np.argmax(bad))
         raise _fail(
             "action",
@@ -225,4 +280,65 @@ def check_actions_rewards(actions: np.ndarray, rewards: np.ndarray, spec: Episod
             "reward",
             f"{ctx(t, 'rewards')}: rewards must be finite numbers (found "
             f"{rewards[t] if t is not None else rewards.dtype}). Clean the recorder.",
+        )
+
+
+def _check_selection_actions(
+    actions: np.ndarray, spec: EpisodeSpec, ctx: Any, graphs: GraphColumns
+) -> None:
+    level = spec.action_level
+    space = f"{'NodeAction(max_nodes' if level == 'node' else 'EdgeAction(max_edges'}={spec.num_actions})"
+    size = "N" if level == "node" else "E"
+    if actions.ndim != 1 or actions.dtype.kind not in "iu":
+        raise _fail(
+            "action",
+            f"{ctx(None, 'actions')}: actions must be integers [T] for {space} (found "
+            f"{actions.dtype} {list(actions.shape)}). Record the {level} index the env received.",
+        )
+    num_t = len(actions)
+    ptr = graphs.node_ptr if level == "node" else graphs.edge_ptr
+    counts = np.diff(ptr)[:num_t]
+    over = counts > spec.num_actions
+    if over.any():
+        t = int(np.argmax(over))
+        raise _fail(
+            "too_many_choices",
+            f"{ctx(t, 'x' if level == 'node' else 'edge_index')}: number of {level}s must be "
+            f"<= {spec.num_actions} for {space} (found {size}={int(counts[t])}). Raise the "
+            f"space's limit to the largest graph of the data set.",
+        )
+    bad = (actions < 0) | (actions >= counts)
+    if bad.any():
+        t = int(np.argmax(bad))
+        raise _fail(
+            "action",
+            f"{ctx(t, 'actions')}: action must be a {level} index in 0..{int(counts[t]) - 1} of "
+            f"step {t}'s graph ({size}={int(counts[t])}) (found action {int(actions[t])}). "
+            f"{space} actions index this step's {level}s"
+            + (" in the order of edge_index's columns." if level == "edge" else "."),
+        )
+    mask = graphs.node_mask if level == "node" else graphs.edge_mask
+    if mask is None:
+        return
+    seg = np.repeat(np.arange(num_t), counts)
+    allowed_any = np.bincount(seg, weights=mask[: ptr[num_t]], minlength=num_t) > 0
+    if not allowed_any.all():
+        t = int(np.argmin(allowed_any))
+        raise _fail(
+            "action_mask",
+            f"{ctx(t, 'action_mask')}: action_mask must allow at least one {level} on a step "
+            f"where an action is taken (found 0 of {size}={int(counts[t])} allowed, action "
+            f"{int(actions[t])}). A mask that allows nothing is legal only on an episode's "
+            "final observation.",
+        )
+    ok = mask[ptr[:num_t] + actions]
+    if not ok.all():
+        t = int(np.argmin(ok))
+        m = mask[ptr[t]: ptr[t + 1]]
+        raise _fail(
+            "masked_action",
+            f"{ctx(t, 'actions')}: action must be allowed by step {t}'s action_mask (found "
+            f"action {int(actions[t])}, forbidden; the mask allows {int(m.sum())} of "
+            f"{size}={len(m)}: {np.flatnonzero(m)[:8].tolist()}"
+            f"{'...' if m.sum() > 8 else ''}). The recorded action must be one the env allowed.",
         )

@@ -27,10 +27,11 @@ class Args:
     """Discount of value_targets (returns-to-go); stored in the file metadata."""
     on_error: str = "raise"
     """raise: stop at the first bad episode; skip: drop it and count it by reason."""
-    env: str = "offline_graph/Graph-v0"
-    """Env whose spaces the episodes must match (gymnasium id or module:Class)."""
-    env_config: str = "{}"
-    """JSON kwargs for the env."""
+    env: str | None = None
+    """Env whose spaces the episodes must match (gymnasium id or module:Class; default: the
+    env named in the first input file's metadata, else offline_graph/Graph-v0)."""
+    env_config: str | None = None
+    """JSON kwargs for the env (default: from the input metadata, else {})."""
     workers: int = 2
     """Map actors."""
     episodes_per_batch: int = 256
@@ -59,14 +60,26 @@ def main(argv: list[str] | None = None) -> int:
     from offline_graph.reader import spec_from_spaces
     from offline_graph.recording import make_env
 
-    env = make_env(args.env, json.loads(args.env_config))
+    from offline_graph.files import scan_files
+    from offline_graph.format import read_file_metadata
+
+    scan = scan_files(args.input, args.on_error)  # type: ignore[arg-type]
+    meta = read_file_metadata(scan.files[0]) if scan.files else {}
+    env_name = args.env or meta.get("env") or "offline_graph/Graph-v0"
+    if args.env_config is not None:
+        env_config = json.loads(args.env_config)
+    else:
+        env_config = meta.get("env_config", {}) if not args.env else {}
+    env = make_env(env_name, env_config)
     spec = spec_from_spaces(env.observation_space, env.action_space)
+    source = {k: meta[k] for k in ("policy", "seed", "epsilon", "mask_key") if k in meta}
+    source.update(env=env_name, **({"env_config": env_config} if env_config else {}))
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
     report = convert(ConvertConfig(
         input=args.input, output=args.output, spec=spec, gamma=args.gamma,
         on_error=args.on_error, num_workers=args.workers,  # type: ignore[arg-type]
-        episodes_per_batch=args.episodes_per_batch))
+        episodes_per_batch=args.episodes_per_batch, source=source))
     print(f"episodes in: {report['episodes_in']}  used: {report['episodes_used']}  "
           f"rejected: {report['episodes_rejected']} {report['rejected_by_reason']}")
     print(f"transitions out: {report['transitions_out']}  in {report['seconds']:.1f} s "

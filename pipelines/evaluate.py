@@ -40,9 +40,15 @@ from pipelines.arguments import field_docs, json_object
 class Config:
     """Settings of one evaluation run."""
 
-    checkpoint: str
+    checkpoint: str | None = None
     """Directory written by offline-graph train --checkpoint (algo.save_to_path), or the
-    module directory inside it."""
+    module directory inside it. Give this or --policy."""
+    policy: str | None = None
+    """Evaluate a behaviour policy instead of a checkpoint: module:function (called as
+    function(obs_dict, info) -> action; obs_dict has action_mask for node/edge-selection envs)
+    or a name (expert, random, mixed) the env provides."""
+    mask_key: str = "action_mask"
+    """For NodeAction / EdgeAction envs: the info key holding the action mask."""
     episodes: int = 50
     """Episodes for the module, the expert and the random policy (same seeds for all)."""
     seed: int = DEFAULT_EVAL_SEED
@@ -68,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate a trained checkpoint greedily in the env, with baselines.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--checkpoint", required=True, help=docs["checkpoint"])
+    p.add_argument("--checkpoint", default=None, help=docs["checkpoint"])
+    p.add_argument("--policy", default=None, help=docs["policy"])
+    p.add_argument("--mask-key", default=Config.mask_key, help=docs["mask_key"])
     p.add_argument("--episodes", type=int, default=Config.episodes, help=docs["episodes"])
     p.add_argument("--seed", type=int, default=Config.seed, help=docs["seed"])
     p.add_argument("--env", default=None, help=docs["env"])
@@ -85,14 +93,23 @@ def parse_args(argv: list[str] | None = None) -> Config:
     parser = build_parser()
     ns = parser.parse_args(argv)
     values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(Config)}
+    if (ns.checkpoint is None) == (ns.policy is None):
+        parser.error(
+            "evaluate: exactly one of --checkpoint and --policy must be given (found "
+            f"checkpoint={ns.checkpoint!r}, policy={ns.policy!r}). --policy evaluates a "
+            "module:function or a named policy of the env."
+        )
     if values["env_config"] is None:
-        values["env_config"] = _summary(ns.checkpoint).get("config", {}).get("env_config") or {}
+        values["env_config"] = (
+            _summary(ns.checkpoint).get("config", {}).get("env_config") or {}
+            if ns.checkpoint else {}
+        )
     cfg = Config(**values)
     if cfg.episodes < 1:
         parser.error(f"evaluate: --episodes must be >= 1 (found {cfg.episodes}).")
     if cfg.num_envs < 1:
         parser.error(f"evaluate: --num-envs must be >= 1 (found {cfg.num_envs}).")
-    if not os.path.isdir(cfg.checkpoint):
+    if cfg.checkpoint is not None and not os.path.isdir(cfg.checkpoint):
         parser.error(
             f"evaluate: --checkpoint must be a directory (found {cfg.checkpoint!r} missing). "
             "Pass the --checkpoint directory of offline-graph train."
@@ -100,7 +117,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
     return cfg
 
 
-def _summary(checkpoint: str) -> dict[str, Any]:
+def _summary(checkpoint: str | None) -> dict[str, Any]:
+    if checkpoint is None:
+        return {}
     path = os.path.join(checkpoint, "summary.json")
     try:
         with open(path) as f:
@@ -109,11 +128,21 @@ def _summary(checkpoint: str) -> dict[str, Any]:
         return {}
 
 
+def format_legality(ev: dict[str, Any]) -> str:
+    """``illegal actions 0/123 (0.0%)[, success rate 97.0%]`` of one evaluation result."""
+    text = (f"illegal actions {ev['illegal_actions']}/{ev['actions']} "
+            f"({100.0 * ev['illegal_share']:.1f}%)")
+    if ev.get("success_rate") is not None:
+        text += f", success rate {100.0 * ev['success_rate']:.1f}%"
+    return text
+
+
 def run(cfg: Config) -> dict[str, Any]:
     """Restore the module, evaluate it (and the baselines); returns the results."""
     from offline_graph.evaluation import (
         baseline_scores,
         evaluate_module,
+        evaluate_policy,
         normalized_score,
         restore_module,
     )
@@ -121,21 +150,27 @@ def run(cfg: Config) -> dict[str, Any]:
 
     summary = _summary(cfg.checkpoint)
     env_name = cfg.env or summary.get("data", {}).get("env") or DEFAULT_ENV
-    module = restore_module(cfg.checkpoint)
     t = time.perf_counter()
-    res: dict[str, Any] = {
-        "checkpoint": os.path.abspath(cfg.checkpoint),
-        "env": env_name,
-        "module": evaluate_module(module, env_name, cfg.episodes, cfg.seed, cfg.num_envs,
-                                  env_config=cfg.env_config),
-    }
+    res: dict[str, Any] = {"env": env_name}
+    if cfg.checkpoint is not None:
+        res["checkpoint"] = os.path.abspath(cfg.checkpoint)
+        module = restore_module(cfg.checkpoint)
+        res["module"] = evaluate_module(module, env_name, cfg.episodes, cfg.seed, cfg.num_envs,
+                                        env_config=cfg.env_config, mask_key=cfg.mask_key)
+        who = "module"
+    else:
+        res["policy"] = cfg.policy
+        res["module"] = evaluate_policy(cfg.policy, env_name, cfg.episodes, cfg.seed,  # type: ignore[arg-type]
+                                        env_config=cfg.env_config, mask_key=cfg.mask_key)
+        who = f"policy {cfg.policy}"
     seconds = time.perf_counter() - t
     m = res["module"]["mean_return"]
-    line = (f"module: mean return {m:.2f} +- {res['module']['std']:.2f} over {cfg.episodes} "
-            f"episodes (seed {cfg.seed}, {seconds:.1f}s)")
+    line = (f"{who}: mean return {m:.2f} +- {res['module']['std']:.2f} over {cfg.episodes} "
+            f"episodes (seed {cfg.seed}, {seconds:.1f}s); {format_legality(res['module'])}")
     res["normalized_score"] = None
     if cfg.baselines:
-        res.update(baseline_scores(env_name, cfg.episodes, cfg.seed, env_config=cfg.env_config))
+        res.update(baseline_scores(env_name, cfg.episodes, cfg.seed, env_config=cfg.env_config,
+                                   mask_key=cfg.mask_key))
         e, r = res["expert"]["mean_return"], res["random"]["mean_return"]
         res["normalized_score"] = normalized_score(m, r, e) if e != r else None
         score = res["normalized_score"]

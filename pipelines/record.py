@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass, field
 
 from offline_graph.errors import ConfigError, OfflineGraphError
-from offline_graph.recording import DEFAULT_ENV
+from offline_graph.recording import DEFAULT_ENV, DEFAULT_MASK_KEY
 from pipelines.arguments import bad_value, field_docs, json_object
 
-POLICIES = ("expert", "random", "mixed")
+POLICIES = ("expert", "random", "mixed", "decoy")
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,15 @@ class Config:
     """Directory the episode files are written to (created if missing; must be empty unless
     --overwrite)."""
     policy: str = "expert"
-    """Behaviour policy: expert (always correct), random (uniform) or mixed (expert with
-    probability 1-epsilon, else uniform)."""
+    """Behaviour policy: expert (always correct), random (uniform), mixed (expert with
+    probability 1-epsilon, else uniform) or decoy (expert with probability 1-epsilon, else the
+    most frequent node color: a systematic mistake). Envs with a make_policy(name, epsilon,
+    rng) method (the node/edge-selection tasks) supply their own expert/random/mixed. Or
+    module:function, a user policy called as function(obs_dict, info) -> action (obs_dict has
+    action_mask when the env gives one)."""
     epsilon: float = 0.3
-    """Probability of a uniformly random action for --policy mixed (ignored otherwise)."""
+    """Probability of the noise action for --policy mixed (uniform) and decoy (most frequent
+    node color); ignored otherwise."""
     episodes: int = 100
     """Number of episodes to record."""
     seed: int = 0
@@ -55,6 +60,10 @@ class Config:
     """Delete the episodes-*.parquet files already in --output instead of refusing."""
     progress: bool = True
     """Show a progress bar (--no-progress hides it)."""
+    mask_key: str = DEFAULT_MASK_KEY
+    """For NodeAction / EdgeAction envs: the info key holding the bool action mask of the
+    current observation; it is stored as the observation's action_mask (no key in info: no
+    mask, every node/edge allowed)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--output", required=True, help=docs["output"])
-    p.add_argument("--policy", choices=POLICIES, default=Config.policy, help=docs["policy"])
+    p.add_argument("--policy", default=Config.policy, help=docs["policy"])
+    p.add_argument("--mask-key", default=Config.mask_key, help=docs["mask_key"])
     p.add_argument("--epsilon", type=float, default=Config.epsilon, help=docs["epsilon"])
     p.add_argument("--episodes", type=int, default=Config.episodes, help=docs["episodes"])
     p.add_argument("--seed", type=int, default=Config.seed, help=docs["seed"])
@@ -109,6 +119,11 @@ def check_config(cfg: Config) -> None:
         raise bad("workers", ">= 1", "Use 1 to record in this process.")
     if not 0.0 <= cfg.epsilon <= 1.0:
         raise bad("epsilon", "in [0, 1]", "It is the probability of a random action.")
+    if cfg.policy not in POLICIES and ":" not in cfg.policy:
+        raise bad("policy", f"one of {list(POLICIES)} or module:function",
+                  "A user policy is a function(obs_dict, info) -> action.")
+    if not cfg.mask_key:
+        raise bad("mask_key", "a non-empty info key", "The default is 'action_mask'.")
 
 
 def prepare_output(output: str, overwrite: bool) -> None:
@@ -143,13 +158,18 @@ def prepare_output(output: str, overwrite: bool) -> None:
 
 def run(cfg: Config) -> dict:
     """Record as ``cfg`` says; returns the summary that :func:`main` prints."""
-    from offline_graph.recording import make_env, plan_jobs, record
+    import numpy as np
+
+    from offline_graph.recording import make_env, plan_jobs, policy_for, record
 
     prepare_output(cfg.output, cfg.overwrite)
-    make_env(cfg.env, cfg.env_config).close()  # fail fast, before any file or Ray start
+    env = make_env(cfg.env, cfg.env_config)  # fail fast, before any file or Ray start
+    policy_for(env, cfg.policy, cfg.epsilon, np.random.default_rng(0))
+    env.close()
     start = time.perf_counter()
     jobs = plan_jobs(
         env=cfg.env, env_config=cfg.env_config, policy=cfg.policy, epsilon=cfg.epsilon,
+        mask_key=cfg.mask_key,
         seed=cfg.seed, episodes=cfg.episodes, episodes_per_file=cfg.episodes_per_file,
         output=cfg.output,
     )

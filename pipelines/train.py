@@ -363,8 +363,9 @@ def run(cfg: Config) -> dict[str, Any]:
         normalized_score,
     )
     from offline_graph.files import scan_files
-    from offline_graph.recording import DEFAULT_ENV, make_env
+    from offline_graph.recording import DEFAULT_ENV, DEFAULT_MASK_KEY, make_env
     from offline_graph.rllib.configure import data_report
+    from pipelines.evaluate import format_legality
 
     # The kind (episodes / transitions) comes from the files' metadata; it sets
     # input_read_episodes (configure checks the same files again).
@@ -377,6 +378,9 @@ def run(cfg: Config) -> dict[str, Any]:
         )
     meta = data_metadata(files)
     env_name = cfg.env or meta.get("env") or DEFAULT_ENV
+    if not cfg.env_config and meta.get("env_config") and not cfg.env:
+        cfg = dataclasses.replace(cfg, env_config=dict(meta["env_config"]))
+    mask_key = meta.get("mask_key") or DEFAULT_MASK_KEY
     env = make_env(env_name, cfg.env_config)
     obs_space, act_space = env.observation_space, env.action_space
     if cfg.eval_episodes and meta.get("seed") == cfg.eval_seed:
@@ -434,15 +438,18 @@ def run(cfg: Config) -> dict[str, Any]:
     if cfg.eval_episodes:
         t = time.perf_counter()
         evaluation["module"] = evaluate_module(module, env_name, cfg.eval_episodes,
-                                               cfg.eval_seed, env_config=cfg.env_config)
+                                               cfg.eval_seed, env_config=cfg.env_config,
+                                               mask_key=mask_key)
         eval_s = time.perf_counter() - t
-        evaluation["expert"] = evaluate_policy("expert", env, cfg.eval_episodes, cfg.eval_seed)
-        evaluation["random"] = evaluate_policy("random", env, cfg.eval_episodes, cfg.eval_seed)
+        for name in ("expert", "random"):
+            evaluation[name] = evaluate_policy(name, env, cfg.eval_episodes, cfg.eval_seed,
+                                               mask_key=mask_key)
         m, e, r = (evaluation[k]["mean_return"] for k in ("module", "expert", "random"))
         score = normalized_score(m, r, e) if e != r else None
         print(f"eval ({cfg.eval_episodes} episodes, seed {cfg.eval_seed}, {eval_s:.1f}s): "
               f"module {m:.2f} +- {evaluation['module']['std']:.2f}, expert {e:.2f}, random "
-              f"{r:.2f}; normalized score {_fmt(score, '.1f')} (0 = random, 100 = expert)")
+              f"{r:.2f}; normalized score {_fmt(score, '.1f')} (0 = random, 100 = expert); "
+              f"{format_legality(evaluation['module'])}")
     env.close()
 
     curve = cfg.curve or os.path.join(cfg.checkpoint, "learning_curve.png")
@@ -464,6 +471,8 @@ def run(cfg: Config) -> dict[str, Any]:
         "median_transitions_per_s_after_first": float(np.median(later)) if later else None,
         "evaluation": evaluation,
         "normalized_score": score,
+        "illegal_share": evaluation.get("module", {}).get("illegal_share"),
+        "success_rate": evaluation.get("module", {}).get("success_rate"),
         "checkpoint": ckpt,
         "module_dir": os.path.join(ckpt, "learner_group", "learner", "rl_module", "default_policy"),
         "curve": curve,

@@ -18,7 +18,7 @@ from offline_graph.graph import GraphDict
 
 Policy = Callable[[GraphDict, dict[str, Any]], int]
 
-POLICY_NAMES = ("expert", "random", "mixed")
+POLICY_NAMES = ("expert", "random", "mixed", "decoy")
 
 
 def _check_k(k: int, where: str) -> int:
@@ -65,10 +65,47 @@ def epsilon_policy(k: int, epsilon: float, rng: np.random.Generator) -> Policy:
     return policy
 
 
+def majority_color(obs: GraphDict, k: int) -> int:
+    """The most frequent node color (ties to the lowest index; 0 for an empty graph).
+
+    A plausible-looking heuristic that ignores the edges: in the default env it equals
+    :func:`~offline_graph.env.graph_env.correct_action` in only ~27% of the states (25% would
+    be chance), so it is a *systematic* mistake that a model of the node bag can learn.
+    """
+    x = np.asarray(obs["x"])
+    if x.shape[0] == 0:
+        return 0
+    return int(np.argmax(np.bincount(np.argmax(x[:, :k], axis=1), minlength=k)))
+
+
+def decoy_policy(k: int, epsilon: float, rng: np.random.Generator) -> Policy:
+    """The expert action with probability ``1 - epsilon``, else :func:`majority_color`.
+
+    With ``epsilon > 0.5`` the wrong heuristic is the behaviour's most frequent action in every
+    state where it differs from the expert, so greedy behaviour cloning learns the heuristic,
+    while advantage weighting (MARWIL) can recover the expert from the rewards.
+    """
+    k = _check_k(k, "decoy_policy")
+    if not 0.0 <= float(epsilon) <= 1.0:
+        raise ConfigError(
+            f"decoy_policy: epsilon must be in [0, 1] (found {epsilon!r}). "
+            "It is the probability of the majority-color action."
+        )
+    eps = float(epsilon)
+
+    def policy(obs: GraphDict, info: dict[str, Any] | None = None) -> int:
+        if rng.random() < eps:
+            return majority_color(obs, k)
+        return correct_action(obs, k)
+
+    return policy
+
+
 def make_policy(
     name: str, k: int, epsilon: float = 0.3, rng: np.random.Generator | None = None
 ) -> Policy:
-    """Policy by name: ``"expert"``, ``"random"`` or ``"mixed"`` (epsilon-expert).
+    """Policy by name: ``"expert"``, ``"random"``, ``"mixed"`` (epsilon-expert with uniform
+    noise) or ``"decoy"`` (epsilon-expert whose noise is the :func:`majority_color` heuristic).
 
     ``rng`` defaults to a fresh, unseeded ``np.random.default_rng()``.
     """
@@ -79,7 +116,10 @@ def make_policy(
         return random_policy(k, rng)
     if name == "mixed":
         return epsilon_policy(k, epsilon, rng)
+    if name == "decoy":
+        return decoy_policy(k, epsilon, rng)
     raise ConfigError(
         f"make_policy: name must be one of {list(POLICY_NAMES)} (found {name!r}). "
-        "'mixed' is the expert with probability 1-epsilon, else uniformly random."
+        "'mixed' is the expert with probability 1-epsilon, else uniformly random; "
+        "'decoy' the expert, else the most frequent node color."
     )

@@ -412,10 +412,12 @@ class _SelectionEnv(gym.Env):
         if not self._active:
             raise RuntimeError(f"{type(self).__name__}: reset() must be called before step().")
 
-    def _info(self, mask: np.ndarray, illegal: bool) -> dict[str, Any]:
+    def _info(self, mask: np.ndarray, illegal: bool, success: bool = False) -> dict[str, Any]:
         return {
             "action_mask": mask,
             "illegal_action": illegal,
+            # gymnasium convention: True once the task is solved (target reached / tree done)
+            "is_success": success,
             "num_nodes": self._n,
             "num_edges": int(self._links.shape[0]),
         }
@@ -531,7 +533,8 @@ class NextHopEnv(_SelectionEnv):
             reward += float(self.config.goal_reward)
         truncated = not terminated and self._t >= self._horizon
         self._active = not (terminated or truncated)
-        return self._obs(), reward, terminated, truncated, self._info(self._adj[a].copy(), False)
+        return (self._obs(), reward, terminated, truncated,
+                self._info(self._adj[a].copy(), False, bool(terminated)))
 
 
 class GrowTreeEnv(_SelectionEnv):
@@ -639,4 +642,5 @@ class GrowTreeEnv(_SelectionEnv):
         self._added += 1
         terminated = self._added == self._n - 1
         self._active = not terminated
-        return self._obs(), -float(self._weight[a]), terminated, False, self._info(self._mask(), False)
+        return (self._obs(), -float(self._weight[a]), terminated, False,
+                self._info(self._mask(), False, bool(terminated)))

@@ -73,8 +73,10 @@ def user_pieces_only(pipeline: ConnectorPipelineV2) -> None:
     pipeline.prepend(AddGraphTransitionsToBatch())
 
 
-def batch_to_table(module_batch: dict[str, Any], where: str) -> pa.Table:
-    """A module batch (layout of :class:`AddGraphTransitionsToBatch`) -> transition rows."""
+def batch_to_table(module_batch: dict[str, Any], where: str, mask_level: str | None = None) -> pa.Table:
+    """A module batch (layout of :class:`AddGraphTransitionsToBatch`) -> transition rows.
+
+    ``mask_level`` ("node" / "edge" / None): where ``obs["action_mask"]`` belongs."""
     obs = module_batch.get("obs")
     actions = np.asarray(module_batch.get("actions"))
     if not isinstance(obs, dict) or "ptr" not in obs:
@@ -83,7 +85,7 @@ def batch_to_table(module_batch: dict[str, Any], where: str) -> pa.Table:
             f"learner connector (found {type(obs).__name__}). A user connector piece replaced "
             "the graph observation; modify its arrays in place instead."
         )
-    graphs = uncollate({k: np.asarray(v) for k, v in obs.items()})
+    graphs = uncollate({k: np.asarray(v) for k, v in obs.items()}, mask_level)
     arrays: dict[str, pa.Array] = {"actions": pa.array(actions), **graph_arrays(graphs)}
     for name, value in module_batch.items():
         if name in ("obs", "actions") or name in BOOKKEEPING_COLUMNS:

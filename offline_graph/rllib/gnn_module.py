@@ -24,6 +24,8 @@ from torch import nn
 from offline_graph.errors import ConfigError
 from offline_graph.graph import space_sizes
 from offline_graph.rllib.gnn_layers import CONVS, POOLS, GraphEncoder, GraphEncoding, mlp
+from offline_graph.rllib.selection import SelectionHead, TorchChoiceCategorical
+from offline_graph.spaces import selection_level
 
 _WHERE = "GNNModule model_config"
 
@@ -70,18 +72,20 @@ class GraphLogitsHead(nn.Module):
         super().__init__()
         self.mlp = mlp(in_dim, head_hidden, num_actions)
 
-    def forward(self, enc: GraphEncoding) -> torch.Tensor:
+    def forward(self, enc: GraphEncoding, obs: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         return self.mlp(enc.graphs)
 
 
 def build_policy_head(
-    action_space: gym.Space, encoder: GraphEncoder, head_hidden: int
+    action_space: gym.Space, encoder: GraphEncoder, head_hidden: int, edge_dim: int | None = None
 ) -> nn.Module:
-    """Policy head for ``action_space``; every head maps a ``GraphEncoding`` to logits.
-
-    Heads receive the whole encoding (node embeddings, ``batch``, ``ptr`` too), so a node- or
-    edge-selection head can be added here as another branch without touching the module.
+    """Policy head for ``action_space``; every head maps ``(GraphEncoding, obs)`` to
+    ``ACTION_DIST_INPUTS``: ``Discrete(k)`` -> logits [B, k]; ``NodeAction`` / ``EdgeAction``
+    -> masked log-probabilities [B, M] (:class:`~offline_graph.rllib.selection.SelectionHead`).
     """
+    level = selection_level(action_space)
+    if level is not None:
+        return SelectionHead(level, encoder.hidden, encoder.out_dim, edge_dim, head_hidden)
     if isinstance(action_space, gym.spaces.Discrete):
         if int(action_space.start) != 0:
             raise ConfigError(
@@ -90,8 +94,8 @@ def build_policy_head(
             )
         return GraphLogitsHead(encoder.out_dim, head_hidden, int(action_space.n))
     raise ConfigError(
-        f"GNNModule action_space: action space must be gymnasium.spaces.Discrete (found "
-        f"{action_space!r}). Node/edge-selection heads are not implemented yet."
+        f"GNNModule action_space: action space must be gymnasium.spaces.Discrete, "
+        f"offline_graph.NodeAction or offline_graph.EdgeAction (found {action_space!r})."
     )
 
 
@@ -125,6 +129,15 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     Outputs: ``_forward`` -> ``{ACTION_DIST_INPUTS: [B, k], EMBEDDINGS: [B, E]}``;
     inference/exploration drop EMBEDDINGS (EnvRunners would store it in every episode step).
     The action distribution is RLlib's default for Discrete (TorchCategorical).
+
+    Node / edge selection (``action_space=NodeAction(max_nodes)`` / ``EdgeAction(max_edges)``):
+    the policy head scores every node (``MLP([h_v, g_b])``) or every edge
+    (``MLP([h_src, h_dst, g_b, edge_attr])``), applies ``obs["action_mask"]`` (bool [sumN] /
+    [sumE]; absent = all allowed) and a segment log-softmax per graph;
+    ``ACTION_DIST_INPUTS`` is ``[B, M]`` (M = most choices of any graph in the batch, filler
+    probability 0) and the action distribution is
+    :class:`~offline_graph.rllib.selection.TorchChoiceCategorical` for training, inference
+    and exploration. Actions are local indices ``0..N_b-1`` (``0..E_b-1``).
     """
 
     def setup(self) -> None:
@@ -140,7 +153,9 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             edge_dim,
             bag_of_nodes=cfg["bag_of_nodes"],
         )
-        self._pi_head = build_policy_head(self.action_space, self._encoder, cfg["head_hidden"])
+        self._pi_head = build_policy_head(
+            self.action_space, self._encoder, cfg["head_hidden"], edge_dim
+        )
         # On inference-only copies (EnvRunners) TorchRLModule deletes it again after setup().
         self._vf_head = (
             mlp(self._encoder.out_dim, cfg["head_hidden"], 1) if cfg["value_head"] else None
@@ -152,7 +167,10 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
 
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         enc = self.encode(batch)
-        return {Columns.ACTION_DIST_INPUTS: self._pi_head(enc), Columns.EMBEDDINGS: enc.graphs}
+        return {
+            Columns.ACTION_DIST_INPUTS: self._pi_head(enc, batch[Columns.OBS]),
+            Columns.EMBEDDINGS: enc.graphs,
+        }
 
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         out = super()._forward_inference(batch, **kwargs)  # no_grad + _forward
@@ -177,6 +195,18 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         if embeddings is None:
             embeddings = self.encode(batch).graphs
         return vf_head(embeddings).squeeze(-1)
+
+    def _choice_dist_cls(self) -> Any:
+        return TorchChoiceCategorical if selection_level(self.action_space) else None
+
+    def get_train_action_dist_cls(self) -> Any:
+        return self._choice_dist_cls() or super().get_train_action_dist_cls()
+
+    def get_inference_action_dist_cls(self) -> Any:
+        return self._choice_dist_cls() or super().get_inference_action_dist_cls()
+
+    def get_exploration_action_dist_cls(self) -> Any:
+        return self._choice_dist_cls() or super().get_exploration_action_dist_cls()
 
     def get_non_inference_attributes(self) -> list[str]:
         return ["_vf_head"] if self.gnn_config["value_head"] else []

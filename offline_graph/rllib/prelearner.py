@@ -131,20 +131,23 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         batch = self._learner_connector(
             rl_module=self._module, batch={}, episodes=[], shared_data=shared, metrics=None
         )
-        return batch_to_table(batch[self.module_id], where="GraphOfflinePreLearner")
+        return batch_to_table(
+            batch[self.module_id], where="GraphOfflinePreLearner", mask_level=self.spec.action_level
+        )
 
 
 def _keep_columns(sample: Transitions) -> list[str]:
     cols = ["actions", "x", "edge_index", "value_targets"]
     if sample.obs.edge_attr is not None:
         cols.append("edge_attr")
+    cols += [m for m in ("node_mask", "edge_mask") if getattr(sample.obs, m) is not None]
     return cols
 
 
 def _empty_table(spec: EpisodeSpec) -> pa.Table:
     """Zero transition rows with the columns a non-empty call emits."""
     schema = transition_schema(spec)
-    keep = {"actions", "x", "edge_index", "edge_attr", "value_targets"}
+    keep = {"actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets"}
     return schema.empty_table().select([n for n in schema.names if n in keep])
 
 

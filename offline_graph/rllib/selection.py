@@ -1,0 +1,103 @@
+"""Node- and edge-selection policies: per-choice logits, masked segment log-softmax, and the
+per-graph categorical distribution over a variable number of choices.
+
+A batch of B graphs has ``C = sumN`` node choices (``sumE`` edge choices); ``index [C]`` says
+which graph each choice belongs to (``batch`` for nodes, ``batch[edge_index[0]]`` for edges)
+and is sorted, as PyG batching makes it. The policy's log-probabilities are computed on the
+flat, unpadded ``[C]`` scores by a segment log-softmax (exact, masked entries get ``-inf``).
+
+Layout handed to RLlib: RLlib's losses and EnvRunners call
+``dist_cls.from_logits(fwd_out[ACTION_DIST_INPUTS])`` with ONE tensor whose first dimension is
+the batch, so the normalized log-probabilities are laid out as ``[B, M]`` with
+``M = max choices of any graph in this batch`` (not the space's limit); entries past a graph's
+own ``N_b`` (``E_b``) and masked entries hold ``finfo.min`` (probability exactly 0 after
+``exp``). This is the only dense tensor of the path: ``4 * B * M`` bytes per batch (see
+``offline-graph bench bytes``), built on the learner's device after the node/edge data arrived
+unpadded. Actions are local indices ``0..N_b-1`` (``0..E_b-1``), the column of that layout.
+"""
+
+from __future__ import annotations
+
+import torch
+from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
+from torch import nn
+from torch_geometric.utils import scatter, to_dense_batch
+
+from offline_graph.rllib.gnn_layers import GraphEncoding, mlp
+
+
+def segment_log_softmax(
+    logits: torch.Tensor, index: torch.Tensor, num_segments: int, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Log-softmax of ``logits [C]`` within each segment of ``index [C]`` (``0..S-1``).
+
+    ``mask [C]`` (bool): False entries get ``-inf`` and do not take part in the normalisation.
+    A segment whose entries are all masked gets ``-inf`` everywhere (no legal choice).
+    """
+    neg_inf = torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device)
+    if mask is not None:
+        logits = torch.where(mask.bool(), logits, neg_inf)
+    seg_max = scatter(logits, index, dim=0, dim_size=num_segments, reduce="max")
+    seg_max = torch.where(torch.isfinite(seg_max), seg_max, torch.zeros_like(seg_max)).detach()
+    shifted = logits - seg_max[index]
+    seg_sum = scatter(shifted.exp(), index, dim=0, dim_size=num_segments, reduce="sum")
+    return shifted - seg_sum.log()[index]
+
+
+def dense_choices(values: torch.Tensor, index: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """``values [C]`` (sorted ``index``) -> ``[S, M]`` with ``M`` = the largest segment;
+    empty slots and ``-inf`` entries hold ``finfo.min`` (probability 0, never NaN)."""
+    low = torch.finfo(values.dtype).min
+    values = torch.where(torch.isfinite(values), values, torch.full_like(values, low))
+    dense, _ = to_dense_batch(values.unsqueeze(-1), index, fill_value=low, batch_size=num_segments)
+    if dense.shape[1] == 0:  # no choice anywhere in the batch: one impossible column
+        dense = torch.full((num_segments, 1, 1), low, dtype=values.dtype, device=values.device)
+    return dense.squeeze(-1)
+
+
+class TorchChoiceCategorical(TorchCategorical):
+    """RLlib's categorical over this batch's ``[B, M]`` choice layout (see the module doc).
+
+    ``from_logits`` takes the normalized, masked log-probabilities the selection heads emit;
+    ``sample()`` draws only allowed choices, ``to_deterministic().sample()`` is the most
+    likely allowed choice, ``logp(actions)`` is the exact log-probability of local indices.
+    """
+
+
+class SelectionHead(nn.Module):
+    """Scores every node (``level="node"``) or every edge (``level="edge"``) of every graph.
+
+    Node score: ``MLP([h_v, g_b])``; edge score: ``MLP([h_src, h_dst, g_b, edge_attr])``, where
+    ``h`` are node embeddings and ``g_b`` the embedding of the choice's graph. Output: masked,
+    normalized log-probabilities in the ``[B, M]`` layout of :class:`TorchChoiceCategorical`.
+    """
+
+    def __init__(self, level: str, node_dim: int, graph_dim: int, edge_dim: int | None,
+                 head_hidden: int):
+        super().__init__()
+        self.level = level
+        self.edge_dim = edge_dim if level == "edge" else None
+        in_dim = node_dim + graph_dim if level == "node" else 2 * node_dim + graph_dim + (edge_dim or 0)
+        self.mlp = mlp(in_dim, head_hidden, 1)
+
+    def choice_index(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Graph id of every choice (sorted)."""
+        if self.level == "node":
+            return enc.batch
+        return enc.batch[obs["edge_index"][0].long()]
+
+    def forward(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        num_graphs = enc.ptr.numel() - 1
+        if self.level == "node":
+            feats = torch.cat([enc.nodes, enc.graphs[enc.batch]], dim=-1)
+        else:
+            src, dst = obs["edge_index"].long()
+            parts = [enc.nodes[src], enc.nodes[dst], enc.graphs[enc.batch[src]]]
+            if self.edge_dim is not None:
+                parts.append(obs["edge_attr"].to(enc.nodes.dtype))
+            feats = torch.cat(parts, dim=-1)
+        scores = self.mlp(feats).squeeze(-1)
+        index = self.choice_index(enc, obs)
+        mask = obs.get("action_mask")
+        logp = segment_log_softmax(scores, index, num_graphs, mask)
+        return dense_choices(logp, index, num_graphs)
