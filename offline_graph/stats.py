@@ -108,6 +108,8 @@ class Collected:
     num_features: int | None = None
     edge_dim: int | None = None
     max_action: int = -1
+    action_level: str | None = None
+    """"node" / "edge" when the episodes record action masks (selection actions)."""
     rejected: Counter = field(default_factory=Counter)
     first_error: dict[str, str] = field(default_factory=dict)
 
@@ -119,6 +121,7 @@ class Collected:
         self.num_nodes.append(ep.obs.num_nodes)
         self.num_edges.append(ep.obs.num_edges)
         self.max_action = max(self.max_action, int(ep.actions.max()))
+        self.action_level = self.action_level or spec.action_level
 
 
 def _check_spec(spec: EpisodeSpec, col: Collected, ctx: str) -> None:
@@ -244,6 +247,7 @@ def summarize(col: Collected, n_max: int | None = None) -> dict[str, Any]:
             "num_features": feat,
             "edge_dim": edim,
             "num_actions": col.max_action + 1,
+            "action_level": col.action_level,
             "nodes": _percentiles(nodes),
             "edges": _percentiles(edges),
             "bytes_per_transition": real,
@@ -293,6 +297,10 @@ def format_table(s: dict[str, Any]) -> str:
             ("terminated / truncated", f"{s['terminated']} / {s['truncated']}"),
             ("F / D / k", f"{s['num_features']} / {s['edge_dim']} / {s['num_actions']}"),
         ]
+        if s.get("action_level"):
+            rows[-1] = ("F / D / actions", f"{s['num_features']} / {s['edge_dim']} / "
+                        f"{s['action_level']} selection with masks (largest action "
+                        f"{s['num_actions'] - 1})")
         for name in ("nodes", "edges"):
             p = s[name]
             rows.append(

@@ -388,6 +388,18 @@ def case_bytes(ctx: BenchContext) -> list[Row]:
     rows_disk = dir_bytes(ctx.converted_dir) / n_tr
     s_rows_disk = dir_bytes(data.padded_rows_dir) / n_stock
     bp = lb["batch_ptr"] / table.num_rows
+    # Node-selection policies (NodeAction): the only dense tensor of the path is the learner's
+    # [B, M] log-prob layout (M = most nodes of any graph in that batch), built on the device.
+    counts = np.diff(table.column("x").combine_chunks().offsets.to_numpy()).astype(np.int64)
+    bsz = max(1, min(ctx.batch_size, len(counts)))
+    groups = [counts[i:i + bsz] for i in range(0, len(counts) - bsz + 1, bsz)]
+    dense = float(np.mean([4 * len(g) * g.max() for g in groups])) / bsz
+    flat = 4.0 * float(counts.mean())
+    selection = Row(
+        "bytes", "node-action logits on the learner [B, M]", "B/transition", [dense],
+        [4.0 * cfg.n_max], f"logits padded to the space's limit max_nodes={cfg.n_max}", True,
+        f"[B={bsz}, M=max N in batch] is {dense / flat:.1f}x the flat [sumN] logits "
+        f"({flat:.0f} B/tr); inputs stay unpadded (mask: 1 B/node = {counts.mean():.0f} B/tr)")
     return [
         Row("bytes", "real payload vs padded Box obs (N_max=512)", "B/transition", [real],
             [padded_obs], "flat Box: N,E + x + edge_index + edge_attr padded", True,
@@ -407,6 +419,7 @@ def case_bytes(ctx: BenchContext) -> list[Row]:
             x_real(lb["total"] / table.num_rows, s_flight, flight_real)
             + f"; batch+ptr {bp:.0f} B/tr ({bp / flight_real:.3f}x real), "
             f"x/edge_index/edge_attr {lb['payload'] / table.num_rows / flight_real:.4f}x real"),
+        selection,
     ]
 
 
