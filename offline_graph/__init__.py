@@ -50,6 +50,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "FORMAT_VERSION", "ConfigError", "DecodeError", "FormatVersionError", "GraphValidationError",
-    "OfflineGraphError", "SchemaError", "NodeAction", "EdgeAction", "collate", "uncollate", "dict_to_graph", "graph_to_dict",
+    "OfflineGraphError", "SchemaError", "NodeAction", "EdgeAction", "collate", "uncollate",
+    "dict_to_graph", "graph_to_dict",
     *_LAZY,
 ]

@@ -170,12 +170,13 @@ BAD = {
 }
 
 
-def prelearner(tmp_path, on_error, space=NodeAction(8)):
+def prelearner(tmp_path, on_error, space=None):
     from ray.rllib.algorithms.bc import BCConfig
 
     import offline_graph
     from offline_graph import GraphOfflinePreLearner
 
+    space = NodeAction(8) if space is None else space
     cfg = (BCConfig().environment(observation_space=OBS, action_space=space)
            .offline_data(input_=[str(tmp_path)], input_read_episodes=True,
                          prelearner_class=GraphOfflinePreLearner)

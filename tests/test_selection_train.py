@@ -189,6 +189,18 @@ def test_bc_trains_and_restores(ray_session, data, tmp_path, level, num_learners
     # one batched pass == one pass per graph (local indices, no cross-graph leakage)
     single = np.concatenate([greedy_actions(restored, [o], edge_dim) for o in obs])
     np.testing.assert_array_equal(single, actions)
+    if num_learners == 0:
+        # the whole Algorithm through RLlib's Algorithm.from_checkpoint: the space survives
+        from ray.rllib.algorithms.algorithm import Algorithm
+
+        algo2 = Algorithm.from_checkpoint(ckpt)
+        try:
+            assert type(algo2.config.action_space) is type(env.action_space)
+            module2 = learner_module(algo2)
+            assert module2.action_space == env.action_space
+            np.testing.assert_array_equal(greedy_actions(module2, obs, edge_dim), actions)
+        finally:
+            algo2.stop()
 
 
 def test_marwil_trains_on_node_actions(ray_session, data):

@@ -1,8 +1,9 @@
 """``offline_graph.configure(config)``: everything else graph training needs, in one place.
 
 Given an RLlib ``BCConfig`` / ``MARWILConfig`` with a ``gymnasium.spaces.Graph`` observation
-space, a ``Discrete`` action space, ``offline_data(input_=..., prelearner_class=
-GraphOfflinePreLearner)`` and an RLModule spec, it sets:
+space, a ``Discrete`` (or ``NodeAction`` / ``EdgeAction``) action space,
+``offline_data(input_=..., prelearner_class=GraphOfflinePreLearner)`` and an RLModule spec,
+it sets:
 
 ===============================  ===========================================================
 setting                          value and why
@@ -63,7 +64,7 @@ def configure(
             "configure: config.environment(observation_space=..., action_space=...) must be "
             "set (found observation_space="
             f"{cfg.observation_space!r}, action_space={cfg.action_space!r}). Pass a "
-            "gymnasium.spaces.Graph and a Discrete(k)."
+            "gymnasium.spaces.Graph and a Discrete(k), NodeAction(max_nodes) or EdgeAction(max_edges)."
         )
     spec_from_spaces(cfg.observation_space, cfg.action_space)
     if cfg.prelearner_class is None:
