@@ -23,7 +23,7 @@ from offline_graph.episode_codec import RawEpisode
 from offline_graph.errors import where
 from offline_graph.validation import Episode, EpisodeSpec, check_actions_rewards, check_values
 
-_F32, _I64 = np.dtype(np.float32), np.dtype(np.int64)
+_F32, _I64, _BOOL = np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)
 
 
 def _shapes(maps: list[Any], ndim: int, dtype: np.dtype) -> np.ndarray | None:
@@ -58,17 +58,23 @@ def fast_episode(
     if len(actions) != num_t or len(rewards) != num_t:
         return None
     try:
-        if any(len(o) != (2 if spec.edge_dim is None else 3) for o in obs):
+        # selection spaces: every observation has an action_mask, or none has (else: full path)
+        masked = spec.action_level is not None and "action_mask" in obs[0]
+        if any(len(o) != (2 if spec.edge_dim is None else 3) + masked for o in obs):
             return None
         xm = [o["x"] for o in obs]
         em = [o["edge_index"] for o in obs]
         am = [o["edge_attr"] for o in obs] if spec.edge_dim is not None else None
+        mm = [o["action_mask"] for o in obs] if masked else None
         xs = _shapes(xm, 2, _F32)
         es = _shapes(em, 2, _I64)
         as_ = _shapes(am, 2, _F32) if am is not None else None
+        ms = _shapes(mm, 1, _BOOL) if mm is not None else None
     except (TypeError, KeyError, AttributeError):
         return None
     if xs is None or es is None or (am is not None and as_ is None):
+        return None
+    if mm is not None and ms is None:
         return None
     if (xs[:, 1] != spec.num_features).any() or (xs[:, 0] < 1).any() or (es[:, 0] != 2).any():
         return None
@@ -93,10 +99,19 @@ def fast_episode(
     edge_index = np.stack([flat[src_pos], flat[src_pos + num_edges[graph_of_edge]]])
     graphs = GraphColumns(x.reshape(total_n, spec.num_features), counts_to_ptr(num_nodes),
                           edge_index, edge_ptr, edge_attr)
-    if spec.action_level == "node":  # no recorded masks (they take the full path): all allowed
-        graphs.node_mask = np.ones(total_n, bool)
+    if mm is not None:
+        counts = num_nodes if spec.action_level == "node" else num_edges
+        if (ms[:, 0] != counts).any():  # type: ignore[index]
+            return None
+        mask = _join(mm, _BOOL, int(counts.sum()))
+        if mask is None:
+            return None
+    else:  # no recorded masks: every choice allowed
+        mask = np.ones(total_n if spec.action_level == "node" else total_e, bool)
+    if spec.action_level == "node":
+        graphs.node_mask = mask
     elif spec.action_level == "edge":
-        graphs.edge_mask = np.ones(total_e, bool)
+        graphs.edge_mask = mask
     acts = np.asarray(actions)
     rews = np.asarray(rewards)
 

@@ -69,3 +69,33 @@ def test_unusual_episodes_defer_to_the_full_path(case):
     else:
         item, spec = episode([(2, 1), (1, 0)], None), EpisodeSpec(4, None, 2)
     assert fast_episode(decode_state(item, raw_arrays=True), spec) is None
+
+
+@pytest.mark.parametrize("level", ["node", "edge"])
+@pytest.mark.parametrize("with_masks", [True, False])
+def test_selection_masks_same_as_full_path(level, with_masks):
+    """Node/edge-selection episodes: the fast path builds the same masks as the full path
+    (recorded masks, or all-allowed without them)."""
+    rng = np.random.default_rng(3)
+    sizes = [(4, 3), (3, 5), (2, 2)]
+    obs = []
+    for n, e in sizes:
+        o = {"x": rng.normal(size=(n, 3)).astype(np.float32),
+             "edge_index": rng.integers(0, n, (2, e)),
+             "edge_attr": rng.normal(size=(e, 1)).astype(np.float32)}
+        if with_masks:
+            o["action_mask"] = np.arange(n if level == "node" else e) % 2 == 1
+        obs.append(o)
+    item = encode_episode(obs, [1, 1], [1.0, 2.0], terminated=True, truncated=False,
+                          episode_id="e")
+    spec = EpisodeSpec(3, 1, 8, action_level=level)
+    fast = fast_episode(decode_state(item, raw_arrays=True), spec)
+    full = validate_episode(decode_state(item), spec)
+    assert fast is not None
+    assert_same(fast, full)
+    name = f"{level}_mask"
+    expected = (np.concatenate([np.arange(n if level == "node" else e) % 2 == 1
+                                for n, e in sizes]) if with_masks
+                else np.ones(sum(n if level == "node" else e for n, e in sizes), bool))
+    np.testing.assert_array_equal(getattr(fast.obs, name), expected)
+    np.testing.assert_array_equal(getattr(full.obs, name), expected)
