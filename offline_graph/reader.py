@@ -167,12 +167,13 @@ def log_rejections(stats: ReadStats, who: str) -> None:
 def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
     """The validation spec of a (Graph observation, Discrete / NodeAction / EdgeAction action)
     space pair."""
+    import gymnasium as gym
+
     from offline_graph.graph import space_sizes
     from offline_graph.spaces import selection_level
 
     feat, edim = space_sizes(observation_space)
-    n = getattr(action_space, "n", None)
-    if n is None or not isinstance(action_space, __import__("gymnasium").spaces.Discrete):
+    if not isinstance(action_space, gym.spaces.Discrete):
         from offline_graph.errors import ConfigError
 
         raise ConfigError(
@@ -181,5 +182,5 @@ def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
             f"(found {action_space!r}). Graph-level actions are Discrete; node / edge "
             "selection uses NodeAction / EdgeAction."
         )
-    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=int(n),
+    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=int(action_space.n),
                        action_level=selection_level(action_space))
