@@ -35,7 +35,7 @@ import numpy as np
 from offline_graph.collate import collate
 from offline_graph.columns import GraphColumns
 from offline_graph.errors import ConfigError
-from offline_graph.graph import GraphDict, graph_to_dict, space_sizes
+from offline_graph.graph import GraphDict, space_sizes
 from offline_graph.recording import (
     DEFAULT_ENV,
     DEFAULT_MASK_KEY,
