@@ -241,3 +241,19 @@ def test_policies():
         make_policy("greedy", 3, 0.1, rng)
     with pytest.raises(ValueError, match=r"epsilon must be in \[0, 1\]"):
         make_policy("mixed", 3, 1.5, rng)
+
+
+def test_decoy_policy_takes_the_majority_color():
+    from offline_graph.env.policies import majority_color
+
+    # colors 0,0,0,1,1: majority 0; the only same-colored edge is 1-1, so the expert says 1
+    obs = _graph([0, 0, 0, 1, 1], [(3, 4), (0, 3), (1, 4)], 2)
+    assert majority_color(obs, 2) == 0 and expert_policy(2)(obs, {}) == 1
+    assert majority_color({"x": np.zeros((0, 4), np.float32)}, 2) == 0
+    decoy = make_policy("decoy", 2, 0.6, np.random.default_rng(3))
+    rate = np.mean([decoy(obs, {}) == 0 for _ in range(3000)])
+    assert abs(rate - 0.6) < 0.03
+    a, b = (make_policy("decoy", 2, 0.6, np.random.default_rng(3)) for _ in range(2))
+    assert [a(obs, {}) for _ in range(50)] == [b(obs, {}) for _ in range(50)]  # seeded
+    with pytest.raises(ValueError, match=r"decoy_policy: epsilon must be in \[0, 1\]"):
+        make_policy("decoy", 2, -0.1, np.random.default_rng(0))
