@@ -214,8 +214,12 @@ def greedy_actions(module: Any, observations: Sequence[GraphDict], edge_dim: int
     with torch.no_grad():
         batch = obs_batch(observations, edge_dim, module_device(module), level)
         out = module.forward_inference(batch)
-        dist = module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
-        actions = dist.to_deterministic().sample()
+        logits = out[Columns.ACTION_DIST_INPUTS]
+        get_dist = getattr(module, "get_inference_action_dist_cls", None)
+        if get_dist is None:  # a bare forward_inference stand-in: argmax of its logits
+            actions = logits.argmax(dim=-1)
+        else:
+            actions = get_dist().from_logits(logits).to_deterministic().sample()
     return actions.cpu().numpy().astype(np.int64)
 
 

@@ -110,6 +110,10 @@ class Config:
     """Keyword arguments of the env, as a JSON object."""
     num_cpus: int | None = None
     """CPUs for ray.init when this script starts Ray (default: all)."""
+    torch_threads: int = 1
+    """torch intra-op threads of this process, where the local learner (--num-learners 0)
+    and the evaluation run (0 leaves torch's default). Batches are small; on a shared 2-CPU
+    machine two spinning threads per process made iterations up to ~8x slower."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("env", {}),
         ("env_config", {"type": json_object}),
         ("num_cpus", {"type": int}),
+        ("torch_threads", {"type": int}),
     ]
     defaults = {f.name: f for f in dataclasses.fields(Config)}
     for name, kw in opt:
@@ -161,6 +166,8 @@ def check_config(cfg: Config) -> None:
         raise bad("iterations", ">= 1", "Train for at least one iteration.")
     if cfg.num_learners < 0:
         raise bad("num_learners", ">= 0", "0 trains in this process.")
+    if cfg.torch_threads < 0:
+        raise bad("torch_threads", ">= 0", "0 leaves torch's default.")
     if cfg.updates_per_iteration < 1 or (cfg.num_learners == 0 and cfg.updates_per_iteration < 2):
         raise bad(
             "updates_per_iteration", ">= 2 with --num-learners 0 (>= 1 otherwise)",
@@ -355,6 +362,7 @@ def save_curve(path: str, history: list[dict[str, Any]], title: str) -> None:
 def run(cfg: Config) -> dict[str, Any]:
     """Train, save, evaluate as ``cfg`` says; returns the summary written to summary.json."""
     import ray
+    import torch
 
     from offline_graph.evaluation import (
         evaluate_module,
@@ -369,6 +377,8 @@ def run(cfg: Config) -> dict[str, Any]:
 
     # The kind (episodes / transitions) comes from the files' metadata; it sets
     # input_read_episodes (configure checks the same files again).
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
     scan = scan_files(cfg.data, cfg.on_error)  # type: ignore[arg-type]
     kind, files = scan.kind, scan.files
     if kind is None or not files:
