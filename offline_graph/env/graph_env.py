@@ -115,6 +115,28 @@ def correct_action(obs: GraphDict | GraphInstance, k: int) -> int:
     return int(np.argmax(counts))
 
 
+def resolve_config(owner: str, cls: type, config: Any, overrides: dict[str, Any]) -> Any:
+    """``config`` (dataclass, mapping or None) with keyword ``overrides`` applied."""
+    if config is None:
+        config = cls()
+    elif isinstance(config, Mapping):
+        overrides = {**dict(config), **overrides}
+        config = cls()
+    elif not isinstance(config, cls):
+        raise ConfigError(
+            f"{owner}: config must be a {cls.__name__}, a mapping or None "
+            f"(found {type(config).__name__}). Pass {cls.__name__}(...) or keyword overrides."
+        )
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ConfigError(
+            f"{owner}: config keys must be {cls.__name__} fields (found unknown {unknown}). "
+            f"Known fields: {sorted(fields)}."
+        )
+    return dataclasses.replace(config, **overrides) if overrides else config
+
+
 class GraphEnv(gym.Env):
     """Each step shows a random graph; reward 1 for the :func:`correct_action`, else 0.
 
@@ -132,29 +154,13 @@ class GraphEnv(gym.Env):
         render_mode: str | None = None,
         **overrides: Any,
     ) -> None:
-        if config is None:
-            config = EnvConfig()
-        elif isinstance(config, Mapping):
-            overrides = {**dict(config), **overrides}
-            config = EnvConfig()
-        elif not isinstance(config, EnvConfig):
-            raise ConfigError(
-                f"GraphEnv: config must be an EnvConfig, a mapping or None "
-                f"(found {type(config).__name__}). Pass EnvConfig(...) or keyword overrides."
-            )
-        fields = {f.name for f in dataclasses.fields(EnvConfig)}
-        unknown = sorted(set(overrides) - fields)
-        if unknown:
-            raise ConfigError(
-                f"GraphEnv: config keys must be EnvConfig fields (found unknown {unknown}). "
-                f"Known fields: {sorted(fields)}."
-            )
+        config = resolve_config("GraphEnv", EnvConfig, config, overrides)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
                 f"GraphEnv: render_mode must be None (found {render_mode!r}). "
                 "This environment does not render."
             )
-        self.config = dataclasses.replace(config, **overrides) if overrides else config
+        self.config = config
         self.render_mode = render_mode
         cfg = self.config
         self.num_actions = int(cfg.num_actions)

@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import GraphInstance
 
+from offline_graph.env.graph_env import resolve_config as _resolve_config
 from offline_graph.errors import ConfigError
 from offline_graph.graph import GraphDict
 from offline_graph.spaces import EdgeAction, NodeAction, selection_level
@@ -141,28 +142,6 @@ class GrowTreeConfig:
     def max_edges(self) -> int:
         """Bound on directed edges: < ``k*N`` kNN pairs + ``N-1`` joins, two directions each."""
         return 2 * (int(self.k_neighbors) + 1) * int(self.max_nodes)
-
-
-def _resolve_config(owner: str, cls: type, config: Any, overrides: dict[str, Any]) -> Any:
-    """``config`` (dataclass, mapping or None) with keyword ``overrides`` applied."""
-    if config is None:
-        config = cls()
-    elif isinstance(config, Mapping):
-        overrides = {**dict(config), **overrides}
-        config = cls()
-    elif not isinstance(config, cls):
-        raise ConfigError(
-            f"{owner}: config must be a {cls.__name__}, a mapping or None "
-            f"(found {type(config).__name__}). Pass {cls.__name__}(...) or keyword overrides."
-        )
-    fields = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise ConfigError(
-            f"{owner}: config keys must be {cls.__name__} fields (found unknown {unknown}). "
-            f"Known fields: {sorted(fields)}."
-        )
-    return dataclasses.replace(config, **overrides) if overrides else config
 
 
 # ----------------------------------------------------------------- graphs
