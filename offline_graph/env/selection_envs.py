@@ -367,6 +367,33 @@ class _SelectionEnv(gym.Env):
         self._t = 0
         self._active = False
 
+    def _random_episode(self, rng: np.random.Generator) -> None:
+        """Draw and load a new episode's graph (subclass)."""
+        raise NotImplementedError
+
+    def _from_options(self, options: Mapping[str, Any]) -> None:
+        """Load a given graph from ``reset(options=...)`` (subclass)."""
+        raise NotImplementedError
+
+    def _mask(self) -> np.ndarray:
+        """The current action mask (subclass)."""
+        raise NotImplementedError
+
+    def _obs(self) -> GraphInstance:
+        """The current observation (subclass)."""
+        raise NotImplementedError
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[GraphInstance, dict[str, Any]]:
+        super().reset(seed=seed)
+        if options:
+            self._from_options(options)
+        else:
+            self._random_episode(self.np_random)
+        self._t, self._active = 0, True
+        return self._obs(), self._info(self._mask(), False)
+
     def make_policy(self, name: str, epsilon: float, rng: np.random.Generator) -> Policy:
         """Behaviour policy by name: ``"expert"``, ``"random"`` or ``"mixed"``."""
         return make_selection_policy(
@@ -480,20 +507,14 @@ class NextHopEnv(_SelectionEnv):
         x[self._visited, 2] = 1.0
         return GraphInstance(nodes=x, edges=self._edges, edge_links=self._links)
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[GraphInstance, dict[str, Any]]:
-        super().reset(seed=seed)
-        if options:
-            self._from_options(options)
-        else:
-            rng = self.np_random
-            n = _num_nodes(rng, self.config)
-            pos, adj, _ = geometric_graph(rng, n, int(self.config.k_neighbors))
-            start, off = rng.integers(n), rng.integers(1, n)
-            self._load(pos, adj, int(start), int((start + off) % n))
-        self._t, self._active = 0, True
-        return self._obs(), self._info(self._adj[self._cur].copy(), False)
+    def _random_episode(self, rng: np.random.Generator) -> None:
+        n = _num_nodes(rng, self.config)
+        pos, adj, _ = geometric_graph(rng, n, int(self.config.k_neighbors))
+        start, off = rng.integers(n), rng.integers(1, n)
+        self._load(pos, adj, int(start), int((start + off) % n))
+
+    def _mask(self) -> np.ndarray:
+        return self._adj[self._cur].copy()
 
     def step(self, action: Any) -> tuple[GraphInstance, float, bool, bool, dict[str, Any]]:
         self._require_reset()
@@ -503,7 +524,7 @@ class NextHopEnv(_SelectionEnv):
         if not (0 <= a < self._n and self._adj[self._cur, a]):
             self._active = False
             reward = -(float(self.config.illegal_penalty) + remaining * self._max_len)
-            return self._obs(), reward, True, False, self._info(self._adj[self._cur].copy(), True)
+            return self._obs(), reward, True, False, self._info(self._mask(), True)
         reward = -float(self._len[self._cur, a])
         self._cur = a
         self._visited[a] = True
@@ -513,7 +534,7 @@ class NextHopEnv(_SelectionEnv):
         truncated = not terminated and self._t >= self._horizon
         self._active = not (terminated or truncated)
         return (self._obs(), reward, terminated, truncated,
-                self._info(self._adj[a].copy(), False, bool(terminated)))
+                self._info(self._mask(), False, bool(terminated)))
 
 
 class GrowTreeEnv(_SelectionEnv):
@@ -590,22 +611,13 @@ class GrowTreeEnv(_SelectionEnv):
         x[self._root, 1] = 1.0
         return GraphInstance(nodes=x, edges=self._edges, edge_links=self._links)
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[GraphInstance, dict[str, Any]]:
-        super().reset(seed=seed)
-        if options:
-            self._from_options(options)
-        else:
-            rng = self.np_random
-            n = _num_nodes(rng, self.config)
-            _, adj, _ = geometric_graph(rng, n, int(self.config.k_neighbors))
-            upper = np.triu(adj)
-            wmat = np.zeros((n, n))
-            wmat[upper] = rng.uniform(_W_LOW, 1.0, size=int(upper.sum()))
-            self._load(wmat + wmat.T, adj, int(rng.integers(n)))
-        self._t, self._active = 0, True
-        return self._obs(), self._info(self._mask(), False)
+    def _random_episode(self, rng: np.random.Generator) -> None:
+        n = _num_nodes(rng, self.config)
+        _, adj, _ = geometric_graph(rng, n, int(self.config.k_neighbors))
+        upper = np.triu(adj)
+        wmat = np.zeros((n, n))
+        wmat[upper] = rng.uniform(_W_LOW, 1.0, size=int(upper.sum()))
+        self._load(wmat + wmat.T, adj, int(rng.integers(n)))
 
     def step(self, action: Any) -> tuple[GraphInstance, float, bool, bool, dict[str, Any]]:
         self._require_reset()
