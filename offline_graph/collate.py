@@ -45,10 +45,8 @@ def collate(graphs: GraphColumns) -> dict[str, np.ndarray]:
     }
     if graphs.edge_attr is not None:
         out["edge_attr"] = graphs.edge_attr
-    if graphs.node_mask is not None:
-        out["action_mask"] = graphs.node_mask
-    elif graphs.edge_mask is not None:
-        out["action_mask"] = graphs.edge_mask
+    if graphs.action_mask is not None:
+        out["action_mask"] = graphs.action_mask
     return out
 
 
@@ -66,12 +64,13 @@ def uncollate(batch: dict[str, np.ndarray], mask_level: str | None = None) -> Gr
     edge_ptr = np.zeros(len(ptr), dtype=np.int64)
     np.cumsum(num_edges, out=edge_ptr[1:])
     local = edge_index - ptr[graph_of_edge][None, :]
-    return GraphColumns(
+    graphs = GraphColumns(
         x=np.asarray(batch["x"]),
         node_ptr=ptr,
         edge_index=local,
         edge_ptr=edge_ptr,
         edge_attr=batch.get("edge_attr"),
-        node_mask=batch.get("action_mask") if mask_level == "node" else None,
-        edge_mask=batch.get("action_mask") if mask_level == "edge" else None,
     )
+    if mask_level is not None and batch.get("action_mask") is not None:
+        graphs.set_mask(mask_level, batch["action_mask"])
+    return graphs

@@ -43,6 +43,15 @@ def ragged_gather_index(ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - out_ptr[seg] + starts[seg]
 
 
+def masks_or_allowed(masks: Sequence[np.ndarray | None], counts: Sequence[int]) -> np.ndarray:
+    """Concatenate per-graph bool masks; a missing mask (None) allows all ``counts[i]`` choices."""
+    if not len(masks):
+        return np.zeros(0, bool)
+    return np.concatenate([
+        np.ones(int(c), bool) if m is None else m for m, c in zip(masks, counts)
+    ])
+
+
 def counts_to_ptr(counts: np.ndarray) -> np.ndarray:
     """Segment sizes -> offsets ``[0, c0, c0+c1, ...]`` (int64)."""
     ptr = np.zeros(len(counts) + 1, dtype=np.int64)
@@ -82,6 +91,26 @@ class GraphColumns:
         """Edges per graph, int64 [G]."""
         return np.diff(self.edge_ptr)
 
+    def choice_ptr(self, level: str) -> np.ndarray:
+        """Offsets of the choices of a ``"node"`` / ``"edge"`` selection action."""
+        return self.node_ptr if level == "node" else self.edge_ptr
+
+    def mask(self, level: str) -> np.ndarray | None:
+        """The ``"node"`` / ``"edge"`` action mask (None: not stored)."""
+        return self.node_mask if level == "node" else self.edge_mask
+
+    def set_mask(self, level: str, mask: np.ndarray) -> None:
+        """Store the ``"node"`` / ``"edge"`` action mask."""
+        if level == "node":
+            self.node_mask = mask
+        else:
+            self.edge_mask = mask
+
+    @property
+    def action_mask(self) -> np.ndarray | None:
+        """Whichever action mask is stored (node or edge), or None."""
+        return self.node_mask if self.node_mask is not None else self.edge_mask
+
     @property
     def nbytes(self) -> int:
         """Bytes of the real payload (node, edge and feature arrays; offsets excluded)."""
@@ -120,18 +149,12 @@ class GraphColumns:
             )
         out = cls(x=x, node_ptr=node_ptr, edge_index=ei, edge_ptr=edge_ptr, edge_attr=ea)
         if mask_level is not None:
-            ptr = node_ptr if mask_level == "node" else edge_ptr
-            masks = [
-                np.ones(int(ptr[i + 1] - ptr[i]), bool)
-                if g.get("action_mask") is None
-                else np.asarray(g["action_mask"]).astype(bool, copy=False).reshape(-1)
-                for i, g in enumerate(graphs)
-            ]
-            mask = np.concatenate(masks) if masks else np.zeros(0, bool)
-            if mask_level == "node":
-                out.node_mask = mask
-            else:
-                out.edge_mask = mask
+            raw = [g.get("action_mask") for g in graphs]
+            out.set_mask(mask_level, masks_or_allowed(
+                [None if m is None else np.asarray(m).astype(bool, copy=False).reshape(-1)
+                 for m in raw],
+                np.diff(out.choice_ptr(mask_level)),
+            ))
         return out
 
     def graph(self, g: int) -> GraphDict:
@@ -186,11 +209,8 @@ class GraphColumns:
         def masks(name: str, counts: str) -> np.ndarray | None:
             if all(getattr(p, name) is None for p in parts):
                 return None
-            return np.concatenate([
-                getattr(p, name) if getattr(p, name) is not None
-                else np.ones(int(getattr(p, counts).sum()), bool)
-                for p in parts
-            ])
+            return masks_or_allowed([getattr(p, name) for p in parts],
+                                    [int(getattr(p, counts).sum()) for p in parts])
 
         node_ptr = counts_to_ptr(np.concatenate([p.num_nodes for p in parts]))
         edge_ptr = counts_to_ptr(np.concatenate([p.num_edges for p in parts]))

@@ -40,6 +40,7 @@ from offline_graph.recording import (
     DEFAULT_ENV,
     DEFAULT_MASK_KEY,
     episode_seeds,
+    episode_steps,
     make_env,
     mask_key_for,
     observe,
@@ -76,11 +77,9 @@ def is_legal(action: int, obs: GraphDict, action_space: gym.Space) -> bool:
     """Whether ``action`` is legal for observation ``obs``: in ``Discrete(k)``; for
     ``NodeAction`` / ``EdgeAction`` an index of this step's nodes / edges that its
     ``action_mask`` (if any) allows."""
-    level = selection_level(action_space)
-    if level is None:
+    if selection_level(action_space) is None:
         return bool(action_space.contains(int(action)))
-    choices = int(obs["x"].shape[0]) if level == "node" else int(obs["edge_index"].shape[1])
-    if not 0 <= int(action) < choices:
+    if not 0 <= int(action) < action_space.choices(obs):  # type: ignore[attr-defined]
         return False
     mask = obs.get("action_mask")
     return True if mask is None else bool(mask[int(action)])
@@ -159,16 +158,8 @@ def evaluate_policy(
     for i in range(int(episodes)):
         env_seed, rng = episode_seeds(int(seed), i)
         pol = policy_for(instance, policy, epsilon, rng) if isinstance(policy, str) else policy
-        obs, info = instance.reset(seed=env_seed)
-        current = observe(obs, info, edge_dim, key)
-        while True:
-            action = int(pol(current, info))
-            obs, reward, terminated, truncated, info = instance.step(action)
-            done = bool(terminated or truncated)
-            tally.step(i, current, action, float(reward), done, info)
-            if done:
-                break
-            current = observe(obs, info, edge_dim, key)
+        for st in episode_steps(instance, pol, env_seed, edge_dim, key):
+            tally.step(i, st.obs, st.action, st.reward, st.terminated or st.truncated, st.info)
     if isinstance(env, str):
         instance.close()
     return tally.summary(seed)

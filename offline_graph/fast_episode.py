@@ -99,19 +99,16 @@ def fast_episode(
     edge_index = np.stack([flat[src_pos], flat[src_pos + num_edges[graph_of_edge]]])
     graphs = GraphColumns(x.reshape(total_n, spec.num_features), counts_to_ptr(num_nodes),
                           edge_index, edge_ptr, edge_attr)
-    if mm is not None:
-        counts = num_nodes if spec.action_level == "node" else num_edges
-        if (ms[:, 0] != counts).any():  # type: ignore[index]
-            return None
-        mask = _join(mm, _BOOL, int(counts.sum()))
-        if mask is None:
-            return None
-    else:  # no recorded masks: every choice allowed
-        mask = np.ones(total_n if spec.action_level == "node" else total_e, bool)
-    if spec.action_level == "node":
-        graphs.node_mask = mask
-    elif spec.action_level == "edge":
-        graphs.edge_mask = mask
+    if spec.action_level is not None:
+        counts = np.diff(graphs.choice_ptr(spec.action_level))
+        if mm is None:  # no recorded masks: every choice allowed
+            mask = np.ones(int(counts.sum()), bool)
+        else:
+            same = (ms[:, 0] == counts).all()  # type: ignore[index]
+            mask = _join(mm, _BOOL, int(counts.sum())) if same else None
+            if mask is None:
+                return None
+        graphs.set_mask(spec.action_level, mask)
     acts = np.asarray(actions)
     rews = np.asarray(rewards)
 

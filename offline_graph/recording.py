@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -23,6 +23,7 @@ from offline_graph.episode_codec import encode_episode
 from offline_graph.errors import ConfigError
 from offline_graph.format import make_metadata
 from offline_graph.graph import GraphDict, graph_to_dict, space_sizes
+from offline_graph.spaces import selection_level
 
 DEFAULT_ENV = "offline_graph/Graph-v0"
 
@@ -72,32 +73,54 @@ def observe(obs: Any, info: dict, edge_dim: int | None, mask_key: str | None) ->
 def mask_key_for(env: gym.Env, mask_key: str | None = DEFAULT_MASK_KEY) -> str | None:
     """``mask_key`` for node/edge-selection action spaces, None for graph-level ones (their
     masks are not recorded: graph-level masked actions are not supported)."""
-    from offline_graph.spaces import selection_level
-
     return mask_key if selection_level(env.action_space) is not None else None
+
+
+class Step(NamedTuple):
+    """One env step of :func:`episode_steps`."""
+
+    obs: GraphDict
+    """The observation the action was chosen on (dict layout, with ``action_mask``)."""
+    action: int
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict
+    """The env's info after the step."""
+    next_obs: GraphDict
+
+
+def episode_steps(
+    env: gym.Env, policy: Policy, env_seed: int, edge_dim: int | None,
+    mask_key: str | None = None,
+) -> Iterator[Step]:
+    """The steps of one episode of ``policy`` in ``env`` reset with ``env_seed``.
+
+    ``mask_key``: read ``info[mask_key]`` into each observation's ``action_mask`` (see
+    :func:`observe`); the policy is called with that observation dict and the env's ``info``.
+    """
+    obs, info = env.reset(seed=env_seed)
+    current = observe(obs, info, edge_dim, mask_key)
+    while True:
+        action = int(policy(current, info))
+        obs, reward, terminated, truncated, info = env.step(action)
+        nxt = observe(obs, info, edge_dim, mask_key)
+        yield Step(current, action, float(reward), bool(terminated), bool(truncated), info, nxt)
+        if terminated or truncated:
+            return
+        current = nxt
 
 
 def run_episode(
     env: gym.Env, policy: Policy, env_seed: int, edge_dim: int | None,
     mask_key: str | None = None,
 ) -> tuple[list[GraphDict], list[int], list[float], bool, bool]:
-    """One episode: observations (T+1), actions, rewards, terminated, truncated.
-
-    ``mask_key``: read ``info[mask_key]`` into each observation's ``action_mask`` (see
-    :func:`observe`); the policy is called with that observation dict and the env's ``info``.
-    """
-    obs, info = env.reset(seed=env_seed)
-    observations = [observe(obs, info, edge_dim, mask_key)]
-    actions: list[int] = []
-    rewards: list[float] = []
-    while True:
-        action = int(policy(observations[-1], info))
-        obs, reward, terminated, truncated, info = env.step(action)
-        observations.append(observe(obs, info, edge_dim, mask_key))
-        actions.append(action)
-        rewards.append(float(reward))
-        if terminated or truncated:
-            return observations, actions, rewards, bool(terminated), bool(truncated)
+    """One episode (see :func:`episode_steps`): observations (T+1), actions, rewards,
+    terminated, truncated."""
+    steps = list(episode_steps(env, policy, env_seed, edge_dim, mask_key))
+    last = steps[-1]
+    return ([s.obs for s in steps] + [last.next_obs], [s.action for s in steps],
+            [s.reward for s in steps], last.terminated, last.truncated)
 
 
 def load_user_policy(spec: str) -> Policy:
@@ -129,7 +152,6 @@ def policy_for(env: gym.Env, name: str, epsilon: float, rng: np.random.Generator
     if callable(maker):
         return maker(name, epsilon, rng)
     from offline_graph.env.policies import make_policy
-    from offline_graph.spaces import selection_level
 
     if selection_level(env.action_space) is not None:
         raise ConfigError(

@@ -32,10 +32,6 @@ class _SelectionAction(gym.spaces.Discrete):
             )
         super().__init__(int(limit), seed=seed)
 
-    @property
-    def limit(self) -> int:
-        return int(self.n)
-
     def choices(self, obs: Any) -> int:
         """The number of choices of observation ``obs`` (a dict or a ``GraphInstance``)."""
         if isinstance(obs, gym.spaces.GraphInstance):
@@ -53,7 +49,7 @@ class _SelectionAction(gym.spaces.Discrete):
 
         ``mask``: bool or 0/1 ``[C]`` with ``C <= limit`` (this step's nodes or edges); the
         sample is drawn among its true entries, and indices ``>= C`` are never drawn. Without
-        a mask every index ``0..limit-1`` can be drawn (gymnasium's behaviour).
+        a mask every index ``0..n-1`` can be drawn (gymnasium's behaviour).
         """
         if mask is None or probability is not None:
             return super().sample(mask=None, probability=probability)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_graph.columns import GraphColumns, counts_to_ptr
+from offline_graph.columns import GraphColumns, counts_to_ptr, masks_or_allowed
 from offline_graph.episode_codec import RawEpisode
 from offline_graph.errors import GraphValidationError, where
 
@@ -177,41 +177,33 @@ def validate_episode(
 
 
 def _collect_masks(obs: list[Any], graphs: GraphColumns, spec: EpisodeSpec, ctx: Any) -> None:
-    """Check every observation's ``action_mask`` and store them on ``graphs`` (no mask on any
-    observation: nothing stored, every choice allowed)."""
+    """Check every observation's ``action_mask`` and, for selection spaces, store the masks on
+    ``graphs`` (an observation without one allows every choice)."""
     raw = [o.get("action_mask") for o in obs]
-    if all(m is None for m in raw) and spec.action_level is None:
-        return
-    if spec.action_level is None:
-        t = next(i for i, m in enumerate(raw) if m is not None)
-        raise _fail(
-            "action_mask",
-            f"{ctx(t, 'action_mask')}: action_mask must be absent for a graph-level action "
-            f"space Discrete({spec.num_actions}) (found {list(np.shape(raw[t]))}). Masks belong "
-            "to NodeAction / EdgeAction spaces; drop the key or use one of those spaces.",
-        )
     level = spec.action_level
-    counts = graphs.num_nodes if level == "node" else graphs.num_edges
+    if level is None:
+        t = next((i for i, m in enumerate(raw) if m is not None), None)
+        if t is not None:
+            raise _fail(
+                "action_mask",
+                f"{ctx(t, 'action_mask')}: action_mask must be absent for a graph-level action "
+                f"space Discrete({spec.num_actions}) (found {list(np.shape(raw[t]))}). Masks "
+                "belong to NodeAction / EdgeAction spaces; drop the key or use one of those "
+                "spaces.",
+            )
+        return
+    counts = np.diff(graphs.choice_ptr(level))
     size = "N" if level == "node" else "E"
-    masks = []
-    for t, m in enumerate(raw):
-        if m is None:
-            masks.append(np.ones(int(counts[t]), bool))
-            continue
-        m = np.asarray(m)
-        if m.dtype != np.bool_ or m.shape != (int(counts[t]),):
+    masks = [None if m is None else np.asarray(m) for m in raw]
+    for t, m in enumerate(masks):
+        if m is not None and (m.dtype != np.bool_ or m.shape != (int(counts[t]),)):
             raise _fail(
                 "action_mask",
                 f"{ctx(t, 'action_mask')}: action_mask must be bool [{size}={int(counts[t])}] "
                 f"(one entry per {level} of this step's graph) (found {m.dtype} "
                 f"{list(m.shape)}). Record masks as np.asarray(mask, dtype=bool).",
             )
-        masks.append(m)
-    mask = np.concatenate(masks)
-    if level == "node":
-        graphs.node_mask = mask
-    else:
-        graphs.edge_mask = mask
+    graphs.set_mask(level, masks_or_allowed(masks, counts))
 
 
 def _first_bad_step(bad: np.ndarray, ptr: np.ndarray) -> int:
@@ -252,14 +244,25 @@ def check_values(graphs: GraphColumns, ctx: Any) -> None:
 
 
 def check_actions_rewards(
-    actions: np.ndarray, rewards: np.ndarray, spec: EpisodeSpec, ctx: Any,
-    graphs: GraphColumns | None = None,
+    actions: np.ndarray, rewards: np.ndarray, spec: EpisodeSpec, ctx: Any, graphs: GraphColumns
 ) -> None:
     """Actions are in the action space (selection spaces: in their step's graph and allowed by
-    its mask; needs ``graphs``), rewards are finite."""
-    if spec.action_level is not None and graphs is not None:
+    its mask, see ``graphs``), rewards are finite."""
+    if spec.action_level is None:
+        _check_discrete_actions(actions, spec, ctx)
+    else:
         _check_selection_actions(actions, spec, ctx, graphs)
-    elif actions.ndim != 1 or actions.dtype.kind not in "iu":
+    if rewards.dtype.kind not in "fiub" or not np.isfinite(rewards.astype(np.float64)).all():
+        t = int(np.argmax(~np.isfinite(rewards.astype(np.float64)))) if rewards.dtype.kind in "fiub" else None
+        raise _fail(
+            "reward",
+            f"{ctx(t, 'rewards')}: rewards must be finite numbers (found "
+            f"{rewards[t] if t is not None else rewards.dtype}). Clean the recorder.",
+        )
+
+
+def _check_discrete_actions(actions: np.ndarray, spec: EpisodeSpec, ctx: Any) -> None:
+    if actions.ndim != 1 or actions.dtype.kind not in "iu":
         raise _fail(
             "action",
             f"{ctx(None, 'actions')}: actions must be integers [T] for Discrete("
@@ -267,19 +270,12 @@ def check_actions_rewards(
             "Record the action index the env received.",
         )
     bad = (actions < 0) | (actions >= spec.num_actions)
-    if spec.action_level is None and bad.any():
+    if bad.any():
         t = int(np.argmax(bad))
         raise _fail(
             "action",
             f"{ctx(t, 'actions')}: action must be in 0..{spec.num_actions - 1} (found "
             f"{int(actions[t])}). The action space is Discrete({spec.num_actions}).",
-        )
-    if rewards.dtype.kind not in "fiub" or not np.isfinite(rewards.astype(np.float64)).all():
-        t = int(np.argmax(~np.isfinite(rewards.astype(np.float64)))) if rewards.dtype.kind in "fiub" else None
-        raise _fail(
-            "reward",
-            f"{ctx(t, 'rewards')}: rewards must be finite numbers (found "
-            f"{rewards[t] if t is not None else rewards.dtype}). Clean the recorder.",
         )
 
 
@@ -296,7 +292,7 @@ def _check_selection_actions(
             f"{actions.dtype} {list(actions.shape)}). Record the {level} index the env received.",
         )
     num_t = len(actions)
-    ptr = graphs.node_ptr if level == "node" else graphs.edge_ptr
+    ptr = graphs.choice_ptr(level)  # type: ignore[arg-type]
     counts = np.diff(ptr)[:num_t]
     over = counts > spec.num_actions
     if over.any():
@@ -317,7 +313,7 @@ def _check_selection_actions(
             f"{space} actions index this step's {level}s"
             + (" in the order of edge_index's columns." if level == "edge" else "."),
         )
-    mask = graphs.node_mask if level == "node" else graphs.edge_mask
+    mask = graphs.mask(level)  # type: ignore[arg-type]
     if mask is None:
         return
     seg = np.repeat(np.arange(num_t), counts)

@@ -235,10 +235,10 @@ def mixed_data(cfg: Config) -> tuple[str, str]:
 
 def baselines(cfg: Config, env_name: str) -> dict[str, float]:
     """Mean returns of the expert and random policies on the evaluation episodes."""
-    from offline_graph.evaluation import evaluate_policy
+    from offline_graph.evaluation import baseline_scores
 
-    return {p: float(evaluate_policy(p, env_name, cfg.eval_episodes, cfg.eval_seed)["mean_return"])
-            for p in ("expert", "random")}
+    scores = baseline_scores(env_name, cfg.eval_episodes, cfg.eval_seed)
+    return {p: float(ev["mean_return"]) for p, ev in scores.items()}
 
 
 # --------------------------------------------------------------------------- one run

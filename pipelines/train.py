@@ -365,8 +365,8 @@ def run(cfg: Config) -> dict[str, Any]:
     import torch
 
     from offline_graph.evaluation import (
+        baseline_scores,
         evaluate_module,
-        evaluate_policy,
         learner_module,
         normalized_score,
     )
@@ -451,9 +451,8 @@ def run(cfg: Config) -> dict[str, Any]:
                                                cfg.eval_seed, env_config=cfg.env_config,
                                                mask_key=mask_key)
         eval_s = time.perf_counter() - t
-        for name in ("expert", "random"):
-            evaluation[name] = evaluate_policy(name, env, cfg.eval_episodes, cfg.eval_seed,
-                                               mask_key=mask_key)
+        evaluation.update(baseline_scores(env, cfg.eval_episodes, cfg.eval_seed,
+                                          mask_key=mask_key))
         m, e, r = (evaluation[k]["mean_return"] for k in ("module", "expert", "random"))
         score = normalized_score(m, r, e) if e != r else None
         print(f"eval ({cfg.eval_episodes} episodes, seed {cfg.eval_seed}, {eval_s:.1f}s): "
