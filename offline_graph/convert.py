@@ -29,10 +29,10 @@ import pyarrow.parquet as pq
 
 from offline_graph import accounting
 from offline_graph.errors import FormatVersionError, GraphValidationError, reraise_project_error
-from offline_graph.files import scan_files
+from offline_graph.files import episode_source, scan_files
 from offline_graph.format import make_metadata
-from offline_graph.reader import ReadStats, batch_columns, read_episodes
-from offline_graph.transitions import Transitions, transition_schema
+from offline_graph.reader import ReadStats, batch_columns, read_transitions
+from offline_graph.transitions import transition_schema
 from offline_graph.validation import EpisodeSpec
 
 logger = logging.getLogger(__name__)
@@ -54,11 +54,15 @@ class ConvertConfig:
     on_error: Literal["raise", "skip"] = "raise"
     """Bad episodes: stop with an error naming file/row/episode/step, or skip and count."""
     episodes_per_batch: int = 256
-    """Episode rows per map call (a retry unit)."""
-    num_workers: int = 2
-    """Concurrent map tasks (each ``cpus_per_worker`` CPUs)."""
-    cpus_per_worker: float = 0.5
-    """CPU share per map task; fractional so reads and writes still get scheduled."""
+    """Episode rows per map call."""
+    episodes_per_task: int = 512
+    """Episode rows per task (read + convert + write one output file; the retry unit). A
+    task covers whole row groups of one input file, so a larger row group makes a larger
+    task."""
+    num_workers: int | None = None
+    """Concurrent tasks at most (None: as many as the cluster's CPUs allow)."""
+    cpus_per_worker: float = 1.0
+    """CPUs per task."""
     source: dict = field(default_factory=dict)
     """Recording facts copied into the output metadata (env, env_config, mask_key, policy,
     seed, epsilon), so training from the rows finds the env the episodes came from."""
@@ -76,12 +80,13 @@ class ConvertEpisodes:
     def __call__(self, batch: pa.Table) -> pa.Table:
         items, paths = batch_columns(batch)
         stats = ReadStats()
-        episodes = read_episodes(items, paths, self.spec, on_error=self.on_error, stats=stats)  # type: ignore[arg-type]
+        parts = read_transitions(items, paths, self.spec, self.gamma, on_error=self.on_error,  # type: ignore[arg-type]
+                                 stats=stats)
         if self.collector is not None:
             accounting.report(self.collector, self.stats_name, items, paths, stats)
-        if not episodes:
+        if not parts:
             return self.schema.empty_table()
-        return Transitions.from_episodes(episodes, self.gamma).to_arrow().cast(self.schema)
+        return pa.concat_tables([p.to_arrow().cast(self.schema) for p in parts])
 
 
 
@@ -140,19 +145,25 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
             f"convert: input {cfg.input} must hold at least one readable episode file (found "
             f"none; rejected files by reason: {dict(scan.rejected)})."
         )
-    ds = ray.data.read_parquet(scan.files, include_paths=True, num_cpus=0.5)
+    # read -> convert -> write fuse into one task per input unit (same resources, default
+    # retries: a task whose worker died is retried whole and rewrites its own file).
+    source = episode_source(scan, cfg.episodes_per_task, cfg.episodes_per_batch)
+    ds = ray.data.read_datasource(source, override_num_blocks=max(1, source.num_tasks),
+                                  num_cpus=cfg.cpus_per_worker, concurrency=cfg.num_workers)
     ds = ds.map_batches(
         convert_block,
         fn_kwargs={"map_class": map_class, "spec": cfg.spec, "gamma": cfg.gamma,
                    "on_error": cfg.on_error, "stats_name": stats_name},
-        batch_size=cfg.episodes_per_batch,
+        # One call per read block (episodes_per_batch rows): a batch size here would stop
+        # Ray Data from fusing the read into this task.
+        batch_size=None,
         batch_format="pyarrow",
-        compute=ray.data.TaskPoolStrategy(size=cfg.num_workers),
         num_cpus=cfg.cpus_per_worker,
-        max_retries=-1,  # a task whose worker died is retried (exactly-once output)
+        concurrency=cfg.num_workers,
+        scheduling_strategy=ctx.scheduling_strategy,  # what the read got: fusable
     )
     try:
-        _write(ds, cfg.output, _Names(), schema)
+        _write(ds, cfg.output, _Names(), schema, cfg.cpus_per_worker)
     except Exception as err:
         accounting.close(stats_name)
         reraise_project_error(err)
@@ -186,13 +197,15 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     return report
 
 
-def _write(ds: Any, output: str, names: Any, schema: pa.Schema) -> None:
+def _write(ds: Any, output: str, names: Any, schema: pa.Schema, num_cpus: float) -> None:
+    import ray
     from ray.data._internal.savemode import SaveMode
 
     ds.write_parquet(
         output, filename_provider=names,
         arrow_parquet_args_fn=lambda: {"schema": schema, "compression": "zstd"},
-        ray_remote_args={"num_cpus": 0.25},
+        ray_remote_args={"num_cpus": num_cpus,
+                         "scheduling_strategy": ray.data.DataContext.get_current().scheduling_strategy},
         # Names are per write task and the directory was checked empty: a retried task
         # overwrites its own file, never another's.
         mode=SaveMode.OVERWRITE,

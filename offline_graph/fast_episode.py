@@ -1,26 +1,33 @@
 """The fast path of episode validation: whole-episode arrays from raw msgpack-numpy maps.
 
 ``decode_state(item, raw_arrays=True)`` leaves every array as its msgpack-numpy map
-(``{b"nd": True, b"type": "<f4", b"shape": [N, F], b"data": bytes}``). For a well-formed
-episode, :func:`fast_episode` checks all shapes and dtypes from those maps in a few list
-comprehensions, joins the data bytes of all observations and builds ``x``, ``edge_index``
-and ``edge_attr`` with one ``frombuffer`` each: no ndarray per observation. Value checks
-(finite, index ranges, actions, rewards) are the same vectorized functions as the full path.
+(``{b"nd": True, b"type": "<f4", b"shape": [N, F], b"data": bytes}``). For well-formed
+episodes, :func:`fast_episode` (one episode) and :func:`fast_block` (a block of episode rows,
+straight to :class:`~offline_graph.transitions.Transitions`) check all shapes and dtypes from
+those maps in a few list comprehensions, join the data bytes of all observations and build
+``x``, ``edge_index`` and ``edge_attr`` with one ``frombuffer`` each: no ndarray per
+observation. Value checks (finite, index ranges, actions, rewards) are the same vectorized
+functions as the full path, run once per episode (``fast_episode``) or once per block
+(``fast_block``).
 
 Anything unusual (another dtype, a missing key, a list where a dict belongs, an unfinished
-episode, wrong lengths) returns None; the caller then runs the full path
-(:func:`offline_graph.validation.validate_episode`), which names the exact problem.
+episode, wrong lengths; for a block also any failed value check or a repeated episode id)
+returns None; the caller then runs the full path
+(:func:`offline_graph.validation.validate_episode`, episode by episode), which names the exact
+problem or skips and counts exactly the bad episodes.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from offline_graph.columns import GraphColumns, counts_to_ptr
-from offline_graph.episode_codec import RawEpisode
-from offline_graph.errors import where
+from offline_graph.episode_codec import RawEpisode, decode_state
+from offline_graph.errors import OfflineGraphError, where
+from offline_graph.returns import discounted_returns
+from offline_graph.transitions import Transitions
 from offline_graph.validation import Episode, EpisodeSpec, check_actions_rewards, check_values
 
 _F32, _I64, _BOOL = np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)
@@ -45,21 +52,13 @@ def _join(maps: list[Any], dtype: np.dtype, count: int) -> np.ndarray | None:
     return np.frombuffer(data, dtype=dtype)
 
 
-def fast_episode(
-    raw: RawEpisode, spec: EpisodeSpec, *, file: str | None = None, row: int | None = None
-) -> Episode | None:
-    """The validated episode, or None when the full path must decide (see module doc)."""
-    obs, actions, rewards = raw.observations, raw.actions, raw.rewards
-    if not (raw.terminated or raw.truncated) or not isinstance(obs, list):
-        return None
-    num_t = len(obs) - 1
-    if num_t < 1 or not isinstance(actions, list) or not isinstance(rewards, list):
-        return None
-    if len(actions) != num_t or len(rewards) != num_t:
-        return None
+def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | None:
+    """The observations ``obs`` (raw maps) as columns, or None if anything is unusual.
+
+    ``edge_index`` is built edge-major (``[sumE, 2]`` contiguous, exposed as its ``[2, sumE]``
+    transpose view) so that the Arrow row layout needs no second copy.
+    """
     try:
-        # selection spaces: every observation has an action_mask, or none has (else: full path)
-        masked = spec.action_level is not None and "action_mask" in obs[0]
         if any(len(o) != (2 if spec.edge_dim is None else 3) + masked for o in obs):
             return None
         xm = [o["x"] for o in obs]
@@ -96,9 +95,11 @@ def fast_episode(
     # Each observation's edge_index is [2, E_g] row-major: E_g sources, then E_g targets.
     graph_of_edge = np.repeat(np.arange(len(num_edges)), num_edges)
     src_pos = 2 * edge_ptr[:-1][graph_of_edge] + (np.arange(total_e) - edge_ptr[:-1][graph_of_edge])
-    edge_index = np.stack([flat[src_pos], flat[src_pos + num_edges[graph_of_edge]]])
+    pairs = np.empty((total_e, 2), np.int64)
+    pairs[:, 0] = flat[src_pos]
+    pairs[:, 1] = flat[src_pos + num_edges[graph_of_edge]]
     graphs = GraphColumns(x.reshape(total_n, spec.num_features), counts_to_ptr(num_nodes),
-                          edge_index, edge_ptr, edge_attr)
+                          pairs.T, edge_ptr, edge_attr)
     if spec.action_level is not None:
         counts = np.diff(graphs.choice_ptr(spec.action_level))
         if mm is None:  # no recorded masks: every choice allowed
@@ -109,8 +110,37 @@ def fast_episode(
             if mask is None:
                 return None
         graphs.set_mask(spec.action_level, mask)
-    acts = np.asarray(actions)
-    rews = np.asarray(rewards)
+    return graphs
+
+
+def _usable(raw: RawEpisode) -> bool:
+    """An ended episode with T >= 1 steps and list-typed T actions, T rewards, T+1 obs."""
+    obs, actions, rewards = raw.observations, raw.actions, raw.rewards
+    if not (raw.terminated or raw.truncated) or not isinstance(obs, list):
+        return False
+    num_t = len(obs) - 1
+    return (num_t >= 1 and isinstance(actions, list) and isinstance(rewards, list)
+            and len(actions) == num_t and len(rewards) == num_t)
+
+
+def _masked(obs: list[Any], spec: EpisodeSpec) -> bool:
+    """Selection spaces: whether observations carry an ``action_mask`` (judged on the first;
+    ``_graphs`` then requires every observation to agree)."""
+    return spec.action_level is not None and isinstance(obs[0], dict) and "action_mask" in obs[0]
+
+
+def fast_episode(
+    raw: RawEpisode, spec: EpisodeSpec, *, file: str | None = None, row: int | None = None
+) -> Episode | None:
+    """The validated episode, or None when the full path must decide (see module doc)."""
+    if not _usable(raw):
+        return None
+    graphs = _graphs(raw.observations, spec, _masked(raw.observations, spec))
+    if graphs is None:
+        return None
+    graphs.edge_index = np.ascontiguousarray(graphs.edge_index)  # [2, E] row-major
+    acts = np.asarray(raw.actions)
+    rews = np.asarray(raw.rewards)
 
     def ctx(t: int | None = None, column: str | None = None) -> str:
         return where(file=file, row=row, episode_id=raw.id, t=t, column=column)
@@ -124,4 +154,71 @@ def fast_episode(
         rewards=rews.astype(np.float32, copy=False),
         terminated=raw.terminated,
         truncated=raw.truncated and not raw.terminated,
+    )
+
+
+def _no_ctx(t: int | None = None, column: str | None = None) -> str:
+    return ""  # block checks only decide pass / fall back; the per-episode path words errors
+
+
+def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transitions | None:
+    """A block of episode rows (``item`` bytes) -> all their transitions, validated as one.
+
+    Returns a :class:`~offline_graph.transitions.Transitions` equal to
+    ``Transitions.from_episodes(read_episodes(items, ...), gamma)``, or None when any row is
+    unusual or invalid (the caller then runs the per-episode path for the whole block, which
+    names or counts exactly the bad rows). Every observation is checked, the final ones
+    included, though only the first T of each episode become transitions.
+    """
+    if not len(items):
+        return None
+    raws = []
+    try:
+        for item in items:
+            raws.append(decode_state(item, raw_arrays=True))
+    except OfflineGraphError:
+        return None
+    ids = [r.id for r in raws]
+    if len(set(ids)) != len(ids) or not all(_usable(r) for r in raws):
+        return None
+    steps: list[Any] = []
+    finals: list[Any] = []
+    actions: list[Any] = []
+    rewards: list[Any] = []
+    for r in raws:
+        steps += r.observations[:-1]
+        finals.append(r.observations[-1])
+        actions += r.actions
+        rewards += r.rewards
+    masked = _masked(steps, spec)
+    graphs = _graphs(steps, spec, masked)
+    last = _graphs(finals, spec, masked)
+    if graphs is None or last is None:
+        return None
+    acts = np.asarray(actions)
+    rews = np.asarray(rewards)
+    try:
+        check_values(graphs, _no_ctx)
+        check_values(last, _no_ctx)
+        check_actions_rewards(acts, rews, spec, _no_ctx, graphs)
+    except OfflineGraphError:
+        return None
+    lengths = np.fromiter((len(r.actions) for r in raws), np.int64, len(raws))
+    ptr = counts_to_ptr(lengths)
+    total = int(ptr[-1])
+    terminateds = np.zeros(total, dtype=bool)
+    truncateds = np.zeros(total, dtype=bool)
+    terminateds[ptr[1:] - 1] = [r.terminated for r in raws]
+    truncateds[ptr[1:] - 1] = [r.truncated and not r.terminated for r in raws]
+    rewards32 = rews.astype(np.float32)
+    return Transitions(
+        obs=graphs,
+        actions=acts.astype(np.int64),
+        rewards=rewards32,
+        terminateds=terminateds,
+        truncateds=truncateds,
+        value_targets=discounted_returns(rewards32, ptr, gamma),
+        episode_index=np.repeat(np.arange(len(raws), dtype=np.int32), lengths),
+        episode_ids=ids,
+        t=np.arange(total, dtype=np.int64) - np.repeat(ptr[:-1], lengths),
     )

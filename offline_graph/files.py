@@ -41,6 +41,8 @@ class FileScan:
     """The offline_graph metadata of the first usable file."""
     rejected: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
+    row_groups: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    """Per usable file, its row groups' (rows, uncompressed bytes) from the footer."""
 
 
 def list_files(input_: Any) -> list[str]:
@@ -62,11 +64,15 @@ def list_files(input_: Any) -> list[str]:
     return files
 
 
-def check_file(path: str) -> dict[str, Any]:
-    """Metadata of one file after checking it opens, its format and its required columns."""
+def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """Metadata of one file after checking it opens, its format and its required columns;
+    ``row_groups`` (a list) receives the footer's (rows, uncompressed bytes) per row group."""
     try:
         schema = pq.read_schema(path)
-        _ = pq.ParquetFile(path).metadata  # the footer must be complete
+        footer = pq.ParquetFile(path).metadata  # the footer must be complete
+        if row_groups is not None:
+            row_groups.extend((footer.row_group(g).num_rows, footer.row_group(g).total_byte_size)
+                              for g in range(footer.num_row_groups))
     except Exception as err:  # pyarrow raises several types for damaged files
         e = FormatVersionError(
             f"{where(file=path)}: file must be a complete Parquet file (found {type(err).__name__}: "
@@ -103,8 +109,10 @@ def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> Fil
     kinds: dict[str, str] = {}
     for path in list_files(input_):
         try:
-            meta = check_file(path)
+            groups: list[tuple[int, int]] = []
+            meta = check_file(path, groups)
             kinds[path] = meta["kind"]
+            scan.row_groups[path] = groups
             if not scan.metadata:
                 scan.metadata = meta
         except OfflineGraphError as err:
@@ -123,3 +131,61 @@ def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> Fil
         )
     scan.kind = found.pop() if found else None
     return scan
+
+
+def episode_source(scan: FileScan, rows_per_task: int, batch_rows: int) -> Any:
+    """A Ray Data datasource over the usable episode files of ``scan``: column ``item`` (the
+    msgpack rows) and ``path`` (the file), one read task per file or per run of its row groups
+    holding about ``rows_per_task`` rows, read ``batch_rows`` rows at a time.
+
+    Planned on the driver from the footers :func:`scan_files` already read, so a job starts
+    without Ray Data's footer-reading actors (~1 s per job on a 2-CPU machine, measured).
+    """
+    from ray.data.block import BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+
+    schema = pa.schema([("item", pa.binary()), ("path", pa.string())])
+
+    def read(path: str, groups: list[int]) -> Any:
+        file = pq.ParquetFile(path)
+        for batch in file.iter_batches(batch_size=batch_rows, row_groups=groups, columns=["item"]):
+            item = batch.column(0)
+            if item.type != pa.binary():
+                item = item.cast(pa.binary())
+            yield pa.table({"item": item, "path": pa.array([path] * len(item), pa.string())})
+
+    units: list[tuple[str, list[int], int, int]] = []
+    for path in scan.files:
+        groups: list[int] = []
+        rows = size = 0
+        for g, (n, b) in enumerate(scan.row_groups.get(path, [])):
+            if groups and rows + n > rows_per_task:
+                units.append((path, groups, rows, size))
+                groups, rows, size = [], 0, 0
+            groups.append(g)
+            rows, size = rows + n, size + b
+        if groups:
+            units.append((path, groups, rows, size))
+
+    class EpisodeFiles(Datasource):
+        num_tasks = len(units)
+        """Read tasks (pass as ``override_num_blocks``: Ray Data then neither splits their
+        output blocks nor, therefore, keeps the read out of the next task)."""
+
+        def estimate_inmemory_data_size(self) -> int:
+            return sum(u[3] for u in units)
+
+        def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
+                           data_context: Any = None) -> list[Any]:
+            return [
+                ReadTask(lambda p=path, g=groups: read(p, g),
+                         BlockMetadata(num_rows=rows, size_bytes=int(size), input_files=[path],
+                                       exec_stats=None),
+                         schema=schema, per_task_row_limit=per_task_row_limit)
+                for path, groups, rows, size in units
+            ]
+
+        def get_name(self) -> str:
+            return "EpisodeFiles"
+
+    return EpisodeFiles()

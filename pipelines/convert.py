@@ -32,10 +32,12 @@ class Args:
     env named in the first input file's metadata, else offline_graph/Graph-v0)."""
     env_config: str | None = None
     """JSON kwargs for the env (default: from the input metadata, else {})."""
-    workers: int = 2
-    """Map actors."""
+    workers: int | None = None
+    """Concurrent conversion tasks at most (default: as many as the CPUs allow)."""
     episodes_per_batch: int = 256
     """Episode rows per map call."""
+    episodes_per_task: int = 512
+    """Episode rows per task (one output file; the retry unit)."""
 
 
 def parse_args(argv: list[str] | None) -> Args:
@@ -49,6 +51,7 @@ def parse_args(argv: list[str] | None) -> Args:
     p.add_argument("--env-config", default=Args.env_config)
     p.add_argument("--workers", type=int, default=Args.workers)
     p.add_argument("--episodes-per-batch", type=int, default=Args.episodes_per_batch)
+    p.add_argument("--episodes-per-task", type=int, default=Args.episodes_per_task)
     return Args(**vars(p.parse_args(argv)))
 
 
@@ -79,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     report = convert(ConvertConfig(
         input=args.input, output=args.output, spec=spec, gamma=args.gamma,
         on_error=args.on_error, num_workers=args.workers,  # type: ignore[arg-type]
-        episodes_per_batch=args.episodes_per_batch, source=source))
+        episodes_per_batch=args.episodes_per_batch, episodes_per_task=args.episodes_per_task,
+        source=source))
     print(f"episodes in: {report['episodes_in']}  used: {report['episodes_used']}  "
           f"rejected: {report['episodes_rejected']} {report['rejected_by_reason']}")
     print(f"transitions out: {report['transitions_out']}  in {report['seconds']:.1f} s "

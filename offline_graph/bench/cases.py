@@ -147,7 +147,7 @@ class BenchContext:
         order = dctx.execution_options.preserve_order
         try:
             return convert(ConvertConfig(input=self.data.episode_dir, output=output,
-                                         spec=self.cfg.spec, num_workers=2, cpus_per_worker=0.5))
+                                         spec=self.cfg.spec))
         finally:
             dctx.execution_options.preserve_order = order
 
@@ -354,7 +354,7 @@ def case_convert(ctx: BenchContext) -> list[Row]:
         shutil.rmtree(out, ignore_errors=True)
     return [
         Row("convert", "convert job (wall, incl. start-up)", TRANSITIONS_S, rates,
-            note=f"{ctx.data.episodes.num_transitions} transitions, 2 actors x 0.5 CPU"),
+            note=f"{ctx.data.episodes.num_transitions} transitions, fused read+convert+write tasks, 1 CPU each"),
         Row("convert", "convert job input rate", "MB/s", mbs,
             note=f"{bytes_in / 1e6:.1f} MB of episode files"),
     ]
