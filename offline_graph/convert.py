@@ -1,24 +1,29 @@
 """The batch conversion job: episode files -> transition rows, every transition exactly once.
 
-``read_parquet -> map_batches(ConvertEpisodes) -> write_parquet`` on Ray Data. The map step
+``read (episode files) -> map_batches(ConvertEpisodes) -> write_parquet`` on Ray Data, fused
+into one task per input unit (whole row groups of one file, ``episodes_per_task`` rows): the
+task reads its rows, converts them and writes its own output file, so nothing but file names
+crosses the object store. The read is planned on the driver from the footers that
+:func:`offline_graph.files.scan_files` already checked (:func:`offline_graph.files.episode_source`;
+Ray Data's ``read_parquet`` would start footer-reading actors for every job). The map step
 calls the same decode / validate / transition code as ``GraphOfflinePreLearner``
-(``offline_graph.reader``, ``offline_graph.transitions``) but emits every recorded transition
-once instead of replay-sampling. Files are named by write task
-(``transitions-<task>-<n>.parquet``)
-and the row order is preserved, so the same input gives the same output bytes, and a retried
-task (a killed worker) rewrites the same file instead of adding one.
+(:func:`offline_graph.reader.read_transitions`) but emits every recorded transition once
+instead of replay-sampling. Files are named by task (``transitions-<task>-<n>.parquet``) and
+the row order is preserved, so the same input gives the same output bytes, and a retried task
+(a killed worker) rewrites the same file instead of adding one.
 
-Skip-mode accounting goes to a named collector actor (``offline_graph.accounting``) keyed by
-input block, so a retried block replaces its earlier report instead of counting twice. Whole
-damaged files (truncated, unknown version, wrong column type) are found before the job starts
-(``offline_graph.files``).
+Skip-mode accounting goes to one small JSON file per input block under the output's
+``_block_stats/`` (named by a digest of the block, so a retried block replaces its earlier
+report instead of counting twice); the driver merges them into the report and removes the
+directory. Whole damaged files (truncated, unknown version, wrong column type) are found
+before the job starts (``offline_graph.files``).
 """
-
 from __future__ import annotations
 
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -37,6 +42,8 @@ from offline_graph.validation import EpisodeSpec
 
 logger = logging.getLogger(__name__)
 REPORT_NAME = "conversion_report.json"
+STATS_DIR = "_block_stats"
+"""Per-block accounting files of a running job (inside the output; removed at the end)."""
 
 
 @dataclass(frozen=True)
@@ -69,42 +76,64 @@ class ConvertConfig:
 
 
 class ConvertEpisodes:
-    """Ray Data map function: a batch of episode rows -> all of their transitions."""
+    """Ray Data map function: a batch of episode rows -> all of their transitions.
 
-    def __init__(self, spec: EpisodeSpec, gamma: float, on_error: str, stats_name: str | None) -> None:
+    ``stats_dir``: where each batch's accounting (episodes read / used / rejected by reason)
+    goes, as ``<block digest>.json``; a retried batch rewrites its own file, so the totals
+    count every block once (no accounting actor: one process fewer to start per job).
+    """
+
+    def __init__(self, spec: EpisodeSpec, gamma: float, on_error: str, stats_dir: str | None) -> None:
         self.spec, self.gamma, self.on_error = spec, gamma, on_error
         self.schema = transition_schema(spec)
-        self.stats_name = stats_name
-        self.collector = None if stats_name is None else accounting.get_collector()
+        self.stats_dir = stats_dir
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         items, paths = batch_columns(batch)
         stats = ReadStats()
         parts = read_transitions(items, paths, self.spec, self.gamma, on_error=self.on_error,  # type: ignore[arg-type]
                                  stats=stats)
-        if self.collector is not None:
-            accounting.report(self.collector, self.stats_name, items, paths, stats)
+        if self.stats_dir is not None:
+            _save_stats(self.stats_dir, accounting.block_key(items, paths), stats)
         if not parts:
             return self.schema.empty_table()
         return pa.concat_tables([p.to_arrow().cast(self.schema) for p in parts])
 
 
+def _save_stats(stats_dir: str, key: str, stats: ReadStats) -> None:
+    os.makedirs(stats_dir, exist_ok=True)
+    path = os.path.join(stats_dir, f"{key}.json")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(accounting.to_dict(stats), fh)
+    os.replace(tmp, path)  # atomic: a reader sees the old or the new report, never half
+
+
+def _load_stats(stats_dir: str) -> ReadStats:
+    if not os.path.isdir(stats_dir):
+        return ReadStats()
+    blocks = []
+    for name in sorted(os.listdir(stats_dir)):
+        if name.endswith(".json"):
+            with open(os.path.join(stats_dir, name)) as fh:
+                blocks.append(json.load(fh))
+    return accounting.from_dicts(blocks)
 
 
 _WORKER_CACHE: dict[tuple, ConvertEpisodes] = {}
 
 
 def convert_block(batch: pa.Table, *, map_class: type, spec: EpisodeSpec, gamma: float,
-                  on_error: str, stats_name: str | None) -> pa.Table:
+                  on_error: str, stats_dir: str | None) -> pa.Table:
     """Ray Data task: one block of episode rows -> its transitions.
 
     Runs as a Ray *task* (workers are reused across jobs, no actor start-up per job); the
     ``map_class`` instance is cached per worker process.
     """
-    key = (map_class, spec, gamma, on_error, stats_name)
+    key = (map_class, spec, gamma, on_error, stats_dir)
     fn = _WORKER_CACHE.get(key)
     if fn is None:
-        fn = _WORKER_CACHE[key] = map_class(spec, gamma, on_error, stats_name)
+        fn = _WORKER_CACHE[key] = map_class(spec, gamma, on_error, stats_dir)
     return fn(batch)
 
 
@@ -134,10 +163,12 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         )
     bytes_in = sum(os.path.getsize(f) for f in scan.files)
     ctx = ray.data.DataContext.get_current()
-    previous_order = ctx.execution_options.preserve_order
+    previous = (ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled)
     ctx.execution_options.preserve_order = True
-    stats_name = f"offline_graph_convert_{os.getpid()}_{int(time.time() * 1e6)}"
-    accounting.get_collector()
+    # The job is one fused operator: per-operator resource reservation only holds tasks back
+    # (measured on 2 CPUs: ~1.1 tasks in flight with it, 2 without).
+    ctx.op_resource_reservation_enabled = False
+    stats_dir = os.path.join(cfg.output, STATS_DIR)
     schema = transition_schema(cfg.spec).with_metadata(
         make_metadata("transitions", **{**cfg.source, "gamma": cfg.gamma}))
     if not scan.files:
@@ -153,7 +184,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     ds = ds.map_batches(
         convert_block,
         fn_kwargs={"map_class": map_class, "spec": cfg.spec, "gamma": cfg.gamma,
-                   "on_error": cfg.on_error, "stats_name": stats_name},
+                   "on_error": cfg.on_error, "stats_dir": stats_dir},
         # One call per read block (episodes_per_batch rows): a batch size here would stop
         # Ray Data from fusing the read into this task.
         batch_size=None,
@@ -165,13 +196,13 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     try:
         _write(ds, cfg.output, _Names(), schema, cfg.cpus_per_worker)
     except Exception as err:
-        accounting.close(stats_name)
+        shutil.rmtree(stats_dir, ignore_errors=True)
         reraise_project_error(err)
         raise
     finally:
-        ctx.execution_options.preserve_order = previous_order
-    total = accounting.collect(stats_name)
-    accounting.close(stats_name)
+        ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled = previous
+    total = _load_stats(stats_dir)
+    shutil.rmtree(stats_dir, ignore_errors=True)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)
     seconds = time.perf_counter() - start
     if rows != total.transitions_used:

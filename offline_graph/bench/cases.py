@@ -354,7 +354,7 @@ def case_convert(ctx: BenchContext) -> list[Row]:
         shutil.rmtree(out, ignore_errors=True)
     return [
         Row("convert", "convert job (wall, incl. start-up)", TRANSITIONS_S, rates,
-            note=f"{ctx.data.episodes.num_transitions} transitions, fused read+convert+write tasks, 1 CPU each"),
+            note=f"{ctx.data.episodes.num_transitions} transitions, fused read+convert+write tasks"),
         Row("convert", "convert job input rate", "MB/s", mbs,
             note=f"{bytes_in / 1e6:.1f} MB of episode files"),
     ]
