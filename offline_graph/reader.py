@@ -1,7 +1,8 @@
 """Turn a batch of episode rows into validated columnar transitions (no Ray).
 
-This is the one implementation of decode + validate + (skip-mode) accounting that both the
-``GraphOfflinePreLearner`` and the conversion job call.
+:func:`read_transitions` is the one implementation of decode + validate + (skip-mode)
+accounting that both the ``GraphOfflinePreLearner`` and the conversion job call (fast path a
+chunk of rows at a time, :func:`read_episodes` episode by episode for anything unusual).
 """
 
 from __future__ import annotations
@@ -198,13 +199,6 @@ def read_transitions(
         if episodes:
             parts.append(Transitions.from_episodes(episodes, gamma))
     return parts
-
-
-def episodes_to_transitions(episodes: Sequence[Episode], gamma: float) -> Transitions | None:
-    """Transitions of ``episodes`` (None when there are none)."""
-    if not episodes:
-        return None
-    return Transitions.from_episodes(episodes, gamma)
 
 
 def log_rejections(stats: ReadStats, who: str) -> None:

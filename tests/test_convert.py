@@ -59,7 +59,12 @@ def test_three_episodes_convert_to_exact_rows(tmp_path):
     src.mkdir()
     write(src / "e.parquet", three_episodes())
     out = str(tmp_path / "rows")
+    ctx = ray.data.DataContext.get_current()
+    before = (ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled)
     report = convert(ConvertConfig(input=str(src), output=out, spec=SPEC, gamma=0.5))
+    # the job's DataContext changes are undone, its per-block accounting files removed
+    assert (ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled) == before
+    assert sorted(os.listdir(out)) == [REPORT_NAME, "transitions-000000-0.parquet"]
     rows = read_rows(out)
     assert rows.column("eps_id").cast(pa.string()).to_pylist() == ["a", "a", "b", "c", "c", "c"]
     assert rows.column("t").to_pylist() == [0, 1, 0, 0, 1, 2]

@@ -32,9 +32,8 @@ from offline_graph.buffer import TransitionBuffer
 from offline_graph.reader import (
     ReadStats,
     batch_columns,
-    episodes_to_transitions,
     log_rejections,
-    read_episodes,
+    read_transitions,
     spec_from_spaces,
 )
 from offline_graph.rllib.connectors import (
@@ -98,8 +97,8 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             return table
         items, paths = batch_columns(batch)
         call_stats = ReadStats()
-        episodes = read_episodes(
-            items, paths, self.spec,
+        parts = read_transitions(
+            items, paths, self.spec, self.gamma,
             on_error=self.settings.on_error, seen_ids=self._seen_ids, stats=call_stats,
         )
         log_rejections(call_stats, "GraphOfflinePreLearner")
@@ -108,13 +107,12 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             if self._collector is None:
                 self._collector = accounting.get_collector()
             accounting.report(self._collector, self.settings.stats_name, items, paths, call_stats)
-        new = episodes_to_transitions(episodes, self.gamma)
-        if new is not None:
-            self.buffer.add(new)
+        for part in parts:
+            self.buffer.add(part)
         if len(self.buffer) == 0:
             # Every row of this batch was rejected (skip mode) and nothing is buffered yet.
             return _empty_table(self.spec)
-        num_batches = max(1, int(round((len(new) if new is not None else 0) / self.batch_size)))
+        num_batches = max(1, int(round(sum(len(p) for p in parts) / self.batch_size)))
         sample = self.buffer.sample(num_batches * self.batch_size)
         if self._has_user_pieces:
             return self._run_pipeline(transitions=sample)
