@@ -67,7 +67,8 @@ class ConvertConfig:
     task covers whole row groups of one input file, so a larger row group makes a larger
     task."""
     num_workers: int | None = None
-    """Concurrent tasks at most (None: as many as the cluster's CPUs allow)."""
+    """Concurrent tasks at most (None: as many as the cluster's CPUs allow). Enforced by
+    raising each task's CPU request to ``cluster CPUs / num_workers`` when that is larger."""
     cpus_per_worker: float = 1.0
     """CPUs per task."""
     source: dict = field(default_factory=dict)
@@ -168,6 +169,12 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     # The job is one fused operator: per-operator resource reservation only holds tasks back
     # (measured on 2 CPUs: ~1.1 tasks in flight with it, 2 without).
     ctx.op_resource_reservation_enabled = False
+    cpus = cfg.cpus_per_worker
+    if cfg.num_workers is not None:
+        # Capped by each task's CPU request: a task-pool size would keep Ray Data from fusing
+        # the read into the task, and a Data resource limit is not enforced without the
+        # reservation turned off above.
+        cpus = max(cpus, float(ray.cluster_resources().get("CPU", 1.0)) / max(1, cfg.num_workers))
     stats_dir = os.path.join(cfg.output, STATS_DIR)
     schema = transition_schema(cfg.spec).with_metadata(
         make_metadata("transitions", **{**cfg.source, "gamma": cfg.gamma}))
@@ -180,7 +187,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     # retries: a task whose worker died is retried whole and rewrites its own file).
     source = episode_source(scan, cfg.episodes_per_task, cfg.episodes_per_batch)
     ds = ray.data.read_datasource(source, override_num_blocks=max(1, source.num_tasks),
-                                  num_cpus=cfg.cpus_per_worker, concurrency=cfg.num_workers)
+                                  num_cpus=cpus)
     ds = ds.map_batches(
         convert_block,
         fn_kwargs={"map_class": map_class, "spec": cfg.spec, "gamma": cfg.gamma,
@@ -189,12 +196,10 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         # Ray Data from fusing the read into this task.
         batch_size=None,
         batch_format="pyarrow",
-        num_cpus=cfg.cpus_per_worker,
-        concurrency=cfg.num_workers,
-        scheduling_strategy=ctx.scheduling_strategy,  # what the read got: fusable
+        num_cpus=cpus,
     )
     try:
-        _write(ds, cfg.output, _Names(), schema, cfg.cpus_per_worker)
+        _write(ds, cfg.output, _Names(), schema, cpus)
     except Exception as err:
         shutil.rmtree(stats_dir, ignore_errors=True)
         reraise_project_error(err)
@@ -229,14 +234,12 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
 
 
 def _write(ds: Any, output: str, names: Any, schema: pa.Schema, num_cpus: float) -> None:
-    import ray
     from ray.data._internal.savemode import SaveMode
 
     ds.write_parquet(
         output, filename_provider=names,
         arrow_parquet_args_fn=lambda: {"schema": schema, "compression": "zstd"},
-        ray_remote_args={"num_cpus": num_cpus,
-                         "scheduling_strategy": ray.data.DataContext.get_current().scheduling_strategy},
+        ray_remote_args={"num_cpus": num_cpus},
         # Names are per write task and the directory was checked empty: a retried task
         # overwrites its own file, never another's.
         mode=SaveMode.OVERWRITE,

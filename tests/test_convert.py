@@ -83,6 +83,10 @@ def test_three_episodes_convert_to_exact_rows(tmp_path):
     on_disk = json.load(open(os.path.join(out, REPORT_NAME)))
     assert on_disk["episodes_in"] == 3 and on_disk["transitions_out"] == 6
     assert on_disk["rejected_by_reason"] == {} and report["episodes_out"] == 3
+    # one task at a time (--workers 1) writes the same rows
+    capped = str(tmp_path / "rows1")
+    convert(ConvertConfig(input=str(src), output=capped, spec=SPEC, gamma=0.5, num_workers=1))
+    assert read_rows(capped).equals(rows)
 
 
 class DieOnce(ConvertEpisodes):
