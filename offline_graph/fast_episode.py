@@ -19,6 +19,7 @@ problem or skips and counts exactly the bad episodes.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 import numpy as np
@@ -33,23 +34,36 @@ from offline_graph.validation import Episode, EpisodeSpec, check_actions_rewards
 _F32, _I64, _BOOL = np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)
 
 
-def _shapes(maps: list[Any], ndim: int, dtype: np.dtype) -> np.ndarray | None:
+_MAP_FIELDS = operator.itemgetter(b"nd", b"type", b"shape")
+
+
+def _shapes(maps: Sequence[Any], ndim: int, dtype: np.dtype) -> np.ndarray | None:
     """[len(maps), ndim] shapes if every map is an ndarray of ``dtype`` and rank ``ndim``."""
-    if any(m[b"nd"] is not True for m in maps):
+    nds, types, shapes = zip(*map(_MAP_FIELDS, maps))
+    if any(nd is not True for nd in nds):
         return None
-    if {np.dtype(t) for t in {m[b"type"] for m in maps}} != {dtype}:
+    if {np.dtype(t) for t in set(types)} != {dtype}:
         return None
-    shapes = [m[b"shape"] for m in maps]
-    if any(len(s) != ndim for s in shapes):
+    try:
+        out = np.asarray(shapes, dtype=np.int64)
+    except ValueError:  # ragged: shapes of different ranks
         return None
-    return np.asarray(shapes, dtype=np.int64).reshape(len(maps), ndim)
+    if out.shape != (len(maps), ndim):
+        return None
+    return out
+
+
+_DATA = operator.itemgetter(b"data")
 
 
 def _join(maps: list[Any], dtype: np.dtype, count: int) -> np.ndarray | None:
-    data = b"".join([m[b"data"] for m in maps])
+    data = b"".join(map(_DATA, maps))
     if len(data) != count * dtype.itemsize:
         return None
     return np.frombuffer(data, dtype=dtype)
+
+
+_X, _EI, _EA, _MASK = (operator.itemgetter(k) for k in ("x", "edge_index", "edge_attr", "action_mask"))
 
 
 def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | None:
@@ -59,17 +73,17 @@ def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | N
     transpose view) so that the Arrow row layout needs no second copy.
     """
     try:
-        if any(len(o) != (2 if spec.edge_dim is None else 3) + masked for o in obs):
+        if set(map(len, obs)) != {(2 if spec.edge_dim is None else 3) + masked}:
             return None
-        xm = [o["x"] for o in obs]
-        em = [o["edge_index"] for o in obs]
-        am = [o["edge_attr"] for o in obs] if spec.edge_dim is not None else None
-        mm = [o["action_mask"] for o in obs] if masked else None
+        xm = list(map(_X, obs))
+        em = list(map(_EI, obs))
+        am = list(map(_EA, obs)) if spec.edge_dim is not None else None
+        mm = list(map(_MASK, obs)) if masked else None
         xs = _shapes(xm, 2, _F32)
         es = _shapes(em, 2, _I64)
         as_ = _shapes(am, 2, _F32) if am is not None else None
         ms = _shapes(mm, 1, _BOOL) if mm is not None else None
-    except (TypeError, KeyError, AttributeError):
+    except (TypeError, KeyError, AttributeError, ValueError):
         return None
     if xs is None or es is None or (am is not None and as_ is None):
         return None
@@ -114,12 +128,13 @@ def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | N
 
 
 def _usable(raw: RawEpisode) -> bool:
-    """An ended episode with T >= 1 steps and list-typed T actions, T rewards, T+1 obs."""
+    """An ended episode with T >= 1 steps and list-typed T actions, T rewards, T+1 obs
+    (tuples: ``decode_state(raw_arrays=True)`` decodes msgpack arrays as tuples)."""
     obs, actions, rewards = raw.observations, raw.actions, raw.rewards
-    if not (raw.terminated or raw.truncated) or not isinstance(obs, list):
+    if not (raw.terminated or raw.truncated) or not isinstance(obs, (list, tuple)):
         return False
     num_t = len(obs) - 1
-    return (num_t >= 1 and isinstance(actions, list) and isinstance(rewards, list)
+    return (num_t >= 1 and isinstance(actions, (list, tuple)) and isinstance(rewards, (list, tuple))
             and len(actions) == num_t and len(rewards) == num_t)
 
 
