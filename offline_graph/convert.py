@@ -33,7 +33,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offline_graph import accounting
-from offline_graph.errors import FormatVersionError, GraphValidationError, reraise_project_error
+from offline_graph.errors import (
+    ConfigError,
+    FormatVersionError,
+    GraphValidationError,
+    reraise_project_error,
+)
 from offline_graph.files import episode_source, scan_files
 from offline_graph.format import make_metadata
 from offline_graph.reader import ReadStats, batch_columns, read_transitions
@@ -150,6 +155,13 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
             return f"transitions-{task_index:06d}.parquet"
 
+    for name in ("episodes_per_batch", "episodes_per_task", "num_workers", "cpus_per_worker"):
+        value = getattr(cfg, name)
+        if value is not None and not value > 0:
+            raise ConfigError(
+                f"convert: {name} must be > 0 (found {value!r}). Use a positive number"
+                + (" or None for all CPUs." if name == "num_workers" else ".")
+            )
     if os.path.isdir(cfg.output) and os.listdir(cfg.output):
         raise FileExistsError(
             f"convert: output {cfg.output} must be empty or absent (found "

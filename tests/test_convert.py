@@ -141,3 +141,17 @@ def test_converted_rows_and_episodes_give_the_same_learner_batch(tmp_path):
     for key in from_rows:
         assert from_rows[key].dtype == from_episodes[key].dtype
         assert bool((from_rows[key] == from_episodes[key]).all()), key
+
+
+@pytest.mark.parametrize("field,value", [("episodes_per_batch", 0), ("episodes_per_task", -1),
+                                         ("num_workers", 0), ("cpus_per_worker", 0.0)])
+def test_bad_settings_are_refused_before_the_job(tmp_path, field, value):
+    from offline_graph.errors import ConfigError
+
+    src = tmp_path / "eps"
+    src.mkdir()
+    write(src / "e.parquet", three_episodes())
+    cfg = ConvertConfig(input=str(src), output=str(tmp_path / "rows"), spec=SPEC, **{field: value})
+    with pytest.raises(ConfigError, match=rf"convert: {field} must be > 0 \(found {value!r}\)"):
+        convert(cfg)
+    assert not os.path.exists(tmp_path / "rows")
