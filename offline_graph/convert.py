@@ -218,6 +218,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         raise
     finally:
         ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled = previous
+    os.makedirs(cfg.output, exist_ok=True)  # input files without rows: no task wrote anything
     total = _load_stats(stats_dir)
     shutil.rmtree(stats_dir, ignore_errors=True)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)

@@ -155,3 +155,13 @@ def test_bad_settings_are_refused_before_the_job(tmp_path, field, value):
     with pytest.raises(ConfigError, match=rf"convert: {field} must be > 0 \(found {value!r}\)"):
         convert(cfg)
     assert not os.path.exists(tmp_path / "rows")
+
+
+def test_input_without_rows_converts_to_an_empty_report(tmp_path):
+    src = tmp_path / "eps"
+    src.mkdir()
+    write(src / "e.parquet", [])
+    out = str(tmp_path / "rows")
+    report = convert(ConvertConfig(input=str(src), output=out, spec=SPEC))
+    assert (report["episodes_in"], report["transitions_out"], report["bytes_out"]) == (0, 0, 0)
+    assert os.listdir(out) == [REPORT_NAME]
