@@ -186,7 +186,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         # Capped by each task's CPU request: a task-pool size would keep Ray Data from fusing
         # the read into the task, and a Data resource limit is not enforced without the
         # reservation turned off above.
-        cpus = max(cpus, float(ray.cluster_resources().get("CPU", 1.0)) / max(1, cfg.num_workers))
+        cpus = max(cpus, float(ray.cluster_resources().get("CPU", 1.0)) / cfg.num_workers)
     stats_dir = os.path.join(cfg.output, STATS_DIR)
     schema = transition_schema(cfg.spec).with_metadata(
         make_metadata("transitions", **{**cfg.source, "gamma": cfg.gamma}))

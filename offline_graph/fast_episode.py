@@ -27,9 +27,14 @@ import numpy as np
 from offline_graph.columns import GraphColumns, counts_to_ptr
 from offline_graph.episode_codec import RawEpisode, decode_state
 from offline_graph.errors import OfflineGraphError, where
-from offline_graph.returns import discounted_returns
 from offline_graph.transitions import Transitions
-from offline_graph.validation import Episode, EpisodeSpec, check_actions_rewards, check_values
+from offline_graph.validation import (
+    Episode,
+    EpisodeSpec,
+    check_actions_rewards,
+    check_values,
+    values_ok,
+)
 
 _F32, _I64, _BOOL = np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)
 
@@ -106,12 +111,12 @@ def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | N
     if x is None or flat is None:
         return None
     edge_ptr = counts_to_ptr(num_edges)
-    # Each observation's edge_index is [2, E_g] row-major: E_g sources, then E_g targets.
-    graph_of_edge = np.repeat(np.arange(len(num_edges)), num_edges)
-    src_pos = 2 * edge_ptr[:-1][graph_of_edge] + (np.arange(total_e) - edge_ptr[:-1][graph_of_edge])
+    # Each observation's edge_index is [2, E_g] row-major: E_g sources, then E_g targets, so
+    # edge j of graph g (global index i) has its source at 2*ptr_g + (i - ptr_g) = i + ptr_g.
+    src_pos = np.arange(total_e) + np.repeat(edge_ptr[:-1], num_edges)
     pairs = np.empty((total_e, 2), np.int64)
     pairs[:, 0] = flat[src_pos]
-    pairs[:, 1] = flat[src_pos + num_edges[graph_of_edge]]
+    pairs[:, 1] = flat[src_pos + np.repeat(num_edges, num_edges)]
     graphs = GraphColumns(x.reshape(total_n, spec.num_features), counts_to_ptr(num_nodes),
                           pairs.T, edge_ptr, edge_attr)
     if spec.action_level is not None:
@@ -212,28 +217,13 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
         return None
     acts = np.asarray(actions)
     rews = np.asarray(rewards)
+    if not (values_ok(graphs) and values_ok(last)):
+        return None
     try:
-        check_values(graphs, _no_ctx)
-        check_values(last, _no_ctx)
         check_actions_rewards(acts, rews, spec, _no_ctx, graphs)
     except OfflineGraphError:
         return None
-    lengths = np.fromiter((len(r.actions) for r in raws), np.int64, len(raws))
-    ptr = counts_to_ptr(lengths)
-    total = int(ptr[-1])
-    terminateds = np.zeros(total, dtype=bool)
-    truncateds = np.zeros(total, dtype=bool)
-    terminateds[ptr[1:] - 1] = [r.terminated for r in raws]
-    truncateds[ptr[1:] - 1] = [r.truncated and not r.terminated for r in raws]
-    rewards32 = rews.astype(np.float32)
-    return Transitions(
-        obs=graphs,
-        actions=acts.astype(np.int64),
-        rewards=rewards32,
-        terminateds=terminateds,
-        truncateds=truncateds,
-        value_targets=discounted_returns(rewards32, ptr, gamma),
-        episode_index=np.repeat(np.arange(len(raws), dtype=np.int32), lengths),
-        episode_ids=ids,
-        t=np.arange(total, dtype=np.int64) - np.repeat(ptr[:-1], lengths),
+    return Transitions.from_steps(
+        graphs, acts, rews, np.fromiter((len(r.actions) for r in raws), np.int64, len(raws)),
+        [r.terminated for r in raws], [r.truncated and not r.terminated for r in raws], ids, gamma,
     )

@@ -91,6 +91,11 @@ def batch_columns(batch: Any) -> tuple[list[Any], list[str | None]]:
     return items, [str(p) if p is not None else None for p in paths]
 
 
+def _digest(item: bytes) -> bytes:
+    """Content digest of an episode row (``seen_ids`` values)."""
+    return hashlib.blake2b(item, digest_size=12).digest()
+
+
 def read_episodes(
     items: Sequence[Any],
     paths: Sequence[str | None],
@@ -120,7 +125,7 @@ def read_episodes(
                 ep = validate_episode(decode_state(item, file=path), spec, file=path)
             # Content digests only matter across calls (seen_ids); the conversion job
             # passes none and skips hashing every row.
-            digest = hashlib.blake2b(item, digest_size=12).digest() if seen_ids is not None else b""
+            digest = _digest(item) if seen_ids is not None else b""
             if ep.id in in_call or seen.get(ep.id, digest) != digest:
                 err = OfflineGraphError(
                     f"{where(file=path, episode_id=ep.id)}: episode id must be unique (found "
@@ -184,8 +189,7 @@ def read_transitions(
         fast = fast_block(chunk, spec, gamma)
         if fast is not None:
             ids = fast.episode_ids
-            digests = ([hashlib.blake2b(i, digest_size=12).digest() for i in chunk]
-                       if seen_ids is not None else [b""] * len(ids))
+            digests = [_digest(i) for i in chunk] if seen_ids is not None else [b""] * len(ids)
             if in_call.isdisjoint(ids) and all(seen.get(i, d) == d for i, d in zip(ids, digests)):
                 seen.update(zip(ids, digests))
                 in_call.update(ids)

@@ -61,26 +61,40 @@ class Transitions:
     @classmethod
     def from_episodes(cls, episodes: Sequence[Episode], gamma: float) -> "Transitions":
         """All steps of ``episodes`` (final observations dropped), returns-to-go with ``gamma``."""
-        lengths = np.fromiter((len(e) for e in episodes), np.int64, len(episodes))
+        return cls.from_steps(
+            GraphColumns.concat([e.obs.slice(0, len(e)) for e in episodes]),
+            np.concatenate([e.actions for e in episodes]),
+            np.concatenate([e.rewards for e in episodes]),
+            np.fromiter((len(e) for e in episodes), np.int64, len(episodes)),
+            [e.terminated for e in episodes], [e.truncated for e in episodes],
+            [e.id for e in episodes], gamma,
+        )
+
+    @classmethod
+    def from_steps(
+        cls, obs: GraphColumns, actions: np.ndarray, rewards: np.ndarray, lengths: np.ndarray,
+        terminated: Sequence[bool], truncated: Sequence[bool], episode_ids: Sequence[str],
+        gamma: float,
+    ) -> "Transitions":
+        """Whole episodes given step by step (``lengths[i]`` steps of episode i, in order: its
+        observations, actions, rewards) and per episode how it ended -> transitions with the
+        per-step bookkeeping (end flags on the last step, returns-to-go with ``gamma``, ``t``)."""
         ptr = counts_to_ptr(lengths)
         total = int(ptr[-1])
-        obs = GraphColumns.concat([e.obs.slice(0, len(e)) for e in episodes])
-        rewards = np.concatenate([e.rewards for e in episodes]).astype(np.float32)
-        last = ptr[1:] - 1
+        rewards = np.asarray(rewards).astype(np.float32)
         terminateds = np.zeros(total, dtype=bool)
         truncateds = np.zeros(total, dtype=bool)
-        terminateds[last] = [e.terminated for e in episodes]
-        truncateds[last] = [e.truncated for e in episodes]
-        episode_index = np.repeat(np.arange(len(episodes), dtype=np.int32), lengths)
+        terminateds[ptr[1:] - 1] = terminated
+        truncateds[ptr[1:] - 1] = truncated
         return cls(
             obs=obs,
-            actions=np.concatenate([e.actions for e in episodes]).astype(np.int64),
+            actions=np.asarray(actions).astype(np.int64),
             rewards=rewards,
             terminateds=terminateds,
             truncateds=truncateds,
             value_targets=discounted_returns(rewards, ptr, gamma),
-            episode_index=episode_index,
-            episode_ids=[e.id for e in episodes],
+            episode_index=np.repeat(np.arange(len(lengths), dtype=np.int32), lengths),
+            episode_ids=list(episode_ids),
             t=np.arange(total, dtype=np.int64) - np.repeat(ptr[:-1], lengths),
         )
 

@@ -14,6 +14,8 @@ import argparse
 import json
 from dataclasses import dataclass
 
+from pipelines.arguments import field_docs
+
 
 @dataclass(frozen=True)
 class Args:
@@ -43,21 +45,19 @@ class Args:
 def parse_args(argv: list[str] | None) -> Args:
     p = argparse.ArgumentParser(prog="offline-graph convert", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--input", required=True, help="Episode Parquet file or directory.")
-    p.add_argument("--output", required=True, help="Output directory (empty or absent).")
-    p.add_argument("--gamma", type=float, default=Args.gamma,
-                   help="Discount of value_targets (returns-to-go); stored in the metadata.")
+    docs = field_docs(Args)
+    p.add_argument("--input", required=True, help=docs["input"])
+    p.add_argument("--output", required=True, help=docs["output"])
+    p.add_argument("--gamma", type=float, default=Args.gamma, help=docs["gamma"])
     p.add_argument("--on-error", choices=["raise", "skip"], default=Args.on_error,
-                   help="raise: stop at the first bad episode; skip: drop and count it.")
-    p.add_argument("--env", default=Args.env,
-                   help="Env whose spaces the episodes must match (default: from the input metadata).")
-    p.add_argument("--env-config", default=Args.env_config, help="JSON kwargs for the env.")
-    p.add_argument("--workers", type=int, default=Args.workers,
-                   help="Concurrent conversion tasks at most (default: all CPUs).")
+                   help=docs["on_error"])
+    p.add_argument("--env", default=Args.env, help=docs["env"])
+    p.add_argument("--env-config", default=Args.env_config, help=docs["env_config"])
+    p.add_argument("--workers", type=int, default=Args.workers, help=docs["workers"])
     p.add_argument("--episodes-per-batch", type=int, default=Args.episodes_per_batch,
-                   help="Episode rows per map call.")
+                   help=docs["episodes_per_batch"])
     p.add_argument("--episodes-per-task", type=int, default=Args.episodes_per_task,
-                   help="Episode rows per task: one output file, the retry unit (whole row groups).")
+                   help=docs["episodes_per_task"])
     return Args(**vars(p.parse_args(argv)))
 
 
