@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from offline_graph.collate import collate, uncollate
-from offline_graph.errors import (
+from offline_graph.data.collate import collate, uncollate
+from offline_graph.data.errors import (
     ConfigError,
     DecodeError,
     FormatVersionError,
@@ -23,9 +23,9 @@ from offline_graph.errors import (
     OfflineGraphError,
     SchemaError,
 )
-from offline_graph.format import FORMAT_VERSION
-from offline_graph.graph import dict_to_graph, graph_to_dict
-from offline_graph.spaces import EdgeAction, NodeAction
+from offline_graph.data.format import FORMAT_VERSION
+from offline_graph.data.graph import dict_to_graph, graph_to_dict
+from offline_graph.data.spaces import EdgeAction, NodeAction
 
 __version__ = "0.1.0"
 
@@ -35,7 +35,7 @@ _LAZY = {
     "configure": "offline_graph.rllib.configure",
     "data_report": "offline_graph.rllib.configure",
     "GraphCollateFn": "offline_graph.rllib.collate_fn",
-    "encode_episode": "offline_graph.episode_codec",
+    "encode_episode": "offline_graph.rllib.episodes",
 }
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from offline_graph.format import FORMAT_VERSION, METADATA_KEY
-from offline_graph.graph import GraphDict
+from offline_graph.data.format import FORMAT_VERSION, METADATA_KEY
+from offline_graph.data.graph import GraphDict
 
 
 def make_graph(n: int, e: int, F: int = 3, D: int | None = 2, seed: int = 0) -> GraphDict:
@@ -59,8 +59,8 @@ def make_episode_item(
     truncated: bool = False,
     episode_id: str = "ep0",
 ) -> bytes:
-    """One episode row's ``item`` bytes (via :func:`offline_graph.episode_codec.encode_episode`)."""
-    from offline_graph.episode_codec import encode_episode
+    """One episode row's ``item`` bytes (via :func:`offline_graph.data.codec.encode_episode`)."""
+    from offline_graph.rllib.episodes import encode_episode
 
     obs, acts, rews = make_episode(sizes, actions, rewards, F=F, D=D, seed=seed)
     return encode_episode(

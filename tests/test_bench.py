@@ -18,7 +18,7 @@ from offline_graph.bench.data import (
     read_items,
     size_summary,
 )
-from pipelines import bench
+from offline_graph.cli import bench
 
 CHEAP_ROWS = {
     ("prelearner", "episodes -> learner rows (graphs)"),

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from offline_graph.buffer import TransitionBuffer
-from offline_graph.columns import GraphColumns
-from offline_graph.errors import ConfigError
-from offline_graph.transitions import Transitions
+from offline_graph.data.buffer import TransitionBuffer
+from offline_graph.data.columns import GraphColumns
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.transitions import Transitions
 
 
 def chunk(base: int, n: int) -> Transitions:

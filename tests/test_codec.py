@@ -11,11 +11,12 @@ from gymnasium.spaces import GraphInstance
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from offline_graph.episode_codec import decode_state, encode_episode
-from offline_graph.errors import DecodeError, FormatVersionError
-from offline_graph.format import read_file_metadata
-from offline_graph.graph import dict_to_graph, graph_to_dict
-from offline_graph.recording import (
+from offline_graph.data.codec import decode_state
+from offline_graph.rllib.episodes import encode_episode
+from offline_graph.data.errors import DecodeError, FormatVersionError
+from offline_graph.data.format import read_file_metadata
+from offline_graph.data.graph import dict_to_graph, graph_to_dict
+from offline_graph.jobs.recording import (
     DEFAULT_ENV,
     RecordJob,
     episode_seeds,
@@ -23,8 +24,8 @@ from offline_graph.recording import (
     record_file,
     run_episode,
 )
-from offline_graph.stats import collect
-from offline_graph.validation import EpisodeSpec, validate_episode
+from offline_graph.data.stats import collect
+from offline_graph.data.validation import EpisodeSpec, validate_episode
 from tests.helpers import make_episode, make_episode_item, make_graph, write_episode_file
 
 

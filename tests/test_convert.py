@@ -9,13 +9,13 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
-from offline_graph.convert import REPORT_NAME, ConvertConfig, ConvertEpisodes, convert
-from offline_graph.episode_codec import encode_episode
-from offline_graph.format import read_file_metadata
-from offline_graph.reader import read_episodes
+from offline_graph.jobs.convert import REPORT_NAME, ConvertConfig, ConvertEpisodes, convert
+from offline_graph.rllib.episodes import encode_episode
+from offline_graph.data.format import read_file_metadata
+from offline_graph.data.reader import read_episodes
 from offline_graph.rllib.collate_fn import GraphCollateFn
-from offline_graph.transitions import Transitions
-from offline_graph.validation import EpisodeSpec
+from offline_graph.data.transitions import Transitions
+from offline_graph.data.validation import EpisodeSpec
 from tests.helpers import write_episode_file
 
 pytestmark = pytest.mark.slow
@@ -146,7 +146,7 @@ def test_converted_rows_and_episodes_give_the_same_learner_batch(tmp_path):
 @pytest.mark.parametrize("field,value", [("episodes_per_batch", 0), ("episodes_per_task", -1),
                                          ("num_workers", 0), ("cpus_per_worker", 0.0)])
 def test_bad_settings_are_refused_before_the_job(tmp_path, field, value):
-    from offline_graph.errors import ConfigError
+    from offline_graph.data.errors import ConfigError
 
     src = tmp_path / "eps"
     src.mkdir()

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from pipelines import experiment
+from offline_graph.cli import experiment
 
 pytestmark = pytest.mark.slow
 

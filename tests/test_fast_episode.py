@@ -5,9 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offline_graph.episode_codec import decode_state, encode_episode
-from offline_graph.fast_episode import fast_episode
-from offline_graph.validation import EpisodeSpec, validate_episode
+from offline_graph.data.codec import decode_state
+from offline_graph.rllib.episodes import encode_episode
+from offline_graph.data.fast_episode import fast_episode
+from offline_graph.data.validation import EpisodeSpec, validate_episode
 
 
 def episode(sizes, edim, seed=0, dtype=np.float32):

@@ -34,7 +34,7 @@ EPISODES, EPISODES_PER_FILE = 20, 10
 @pytest.fixture(scope="module")
 def expert_data(tmp_path_factory) -> tuple[str, int]:
     """(dir, transitions): 20 expert episodes in 2 files, recorded with seed 0."""
-    from offline_graph.recording import plan_jobs, record
+    from offline_graph.jobs.recording import plan_jobs, record
 
     out = str(tmp_path_factory.mktemp("fault_data") / "expert")
     jobs = plan_jobs(env="offline_graph/Graph-v0", env_config=None, policy="expert", epsilon=0.0,
@@ -188,8 +188,8 @@ def test_killed_prelearner_actor_does_not_stop_training(local_ray, expert_data, 
 
 
 def convert_to(data: str, out: str) -> dict:
-    from offline_graph.convert import ConvertConfig, convert
-    from offline_graph.reader import spec_from_spaces
+    from offline_graph.jobs.convert import ConvertConfig, convert
+    from offline_graph.data.reader import spec_from_spaces
 
     with deadline(180, "convert()"):
         return convert(ConvertConfig(input=data, output=out, spec=spec_from_spaces(*spaces()),

@@ -11,7 +11,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 import offline_graph
 from offline_graph import ConfigError, GNNModule, GraphOfflinePreLearner, GraphValidationError
-from offline_graph.episode_codec import encode_episode
+from offline_graph.rllib.episodes import encode_episode
 
 F, D, K = 3, 1, 2
 OBS_SPACE = gym.spaces.Graph(node_space=gym.spaces.Box(-np.inf, np.inf, (F,), np.float32),
@@ -130,8 +130,8 @@ def test_raise_and_skip_modes(tmp_path):
 
 
 def test_converted_rows_pass_through(tmp_path):
-    from offline_graph.reader import read_episodes, spec_from_spaces
-    from offline_graph.transitions import Transitions
+    from offline_graph.data.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.transitions import Transitions
 
     eps = read_episodes(items(2, 3), [None, None], spec_from_spaces(OBS_SPACE, ACT_SPACE))
     table = Transitions.from_episodes(eps, 0.99).to_arrow()
@@ -176,9 +176,9 @@ def test_build_algo_without_configure_names_every_missing_setting(tmp_path):
 def test_marwil_gamma_must_match_the_converted_rows(tmp_path):
     import pyarrow.parquet as pq
 
-    from offline_graph.format import make_metadata
-    from offline_graph.reader import read_episodes, spec_from_spaces
-    from offline_graph.transitions import Transitions
+    from offline_graph.data.format import make_metadata
+    from offline_graph.data.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.transitions import Transitions
 
     eps = read_episodes(items(1, 2), [None], spec_from_spaces(OBS_SPACE, ACT_SPACE))
     table = Transitions.from_episodes(eps, 0.5).to_arrow()

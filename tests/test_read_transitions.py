@@ -7,14 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offline_graph.columns import GraphColumns, counts_to_ptr
-from offline_graph.episode_codec import decode_state, encode_episode
-from offline_graph.errors import OfflineGraphError
-from offline_graph.fast_episode import fast_block
-from offline_graph.files import episode_source, scan_files
-from offline_graph.reader import FAST_CHUNK, ReadStats, read_transitions
-from offline_graph.transitions import Transitions
-from offline_graph.validation import EpisodeSpec, validate_episode, values_ok
+from offline_graph.data.columns import GraphColumns, counts_to_ptr
+from offline_graph.data.codec import decode_state
+from offline_graph.rllib.episodes import encode_episode
+from offline_graph.data.errors import OfflineGraphError
+from offline_graph.data.fast_episode import fast_block
+from offline_graph.data.files import scan_files
+from offline_graph.jobs.source import episode_source
+from offline_graph.data.reader import FAST_CHUNK, ReadStats, read_transitions
+from offline_graph.data.transitions import Transitions
+from offline_graph.data.validation import EpisodeSpec, validate_episode, values_ok
 from tests.helpers import write_episode_file
 
 

@@ -40,7 +40,7 @@ def section_snippets(title: str) -> list[str]:
 @pytest.mark.slow
 def test_readme_node_action_snippet_runs_as_printed(tmp_path):
     """The NodeAction example, run where its data path exists (recorded here, 20 episodes)."""
-    from offline_graph.recording import plan_jobs, record
+    from offline_graph.jobs.recording import plan_jobs, record
 
     code = section_snippets("## Node- and edge-selection actions (masked)")[0]
     assert "action_space=NodeAction(64)" in code and "to_deterministic()" in code
@@ -88,8 +88,8 @@ class _NetworkxEnv:
 def test_readme_wrapper_snippet_wraps_a_networkx_env():
     import numpy as np
 
-    from offline_graph.graph import space_sizes
-    from offline_graph.recording import observe
+    from offline_graph.data.graph import space_sizes
+    from offline_graph.jobs.recording import observe
 
     code = section_snippets("### Wrapping a third-party env")[0]
     scope: dict = {}

@@ -13,11 +13,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from offline_graph.errors import ConfigError
-from offline_graph.format import read_file_metadata
-from offline_graph.recording import RecordJob, record_file
-from pipelines import inspect as inspect_cli
-from pipelines import record as record_cli
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.format import read_file_metadata
+from offline_graph.jobs.recording import RecordJob, record_file
+from offline_graph.cli import inspect_data as inspect_cli
+from offline_graph.cli import record as record_cli
 from tests.helpers import make_episode_item, write_episode_file
 
 ROOT = Path(__file__).resolve().parents[1]

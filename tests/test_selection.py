@@ -14,8 +14,8 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from offline_graph import EdgeAction, GraphValidationError, NodeAction, collate
-from offline_graph.columns import GraphColumns
-from offline_graph.episode_codec import encode_episode
+from offline_graph.data.columns import GraphColumns
+from offline_graph.rllib.episodes import encode_episode
 from offline_graph.rllib.gnn_module import GNNModule
 from offline_graph.rllib.selection import (
     TorchChoiceCategorical,

@@ -26,9 +26,9 @@ from offline_graph.env.selection_envs import (
     next_hop_choices,
     next_hop_expert,
 )
-from offline_graph.errors import ConfigError
-from offline_graph.graph import graph_to_dict
-from offline_graph.spaces import EdgeAction, NodeAction
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.graph import graph_to_dict
+from offline_graph.data.spaces import EdgeAction, NodeAction
 
 R2 = float(np.float32(math.sqrt(0.5)))  # length of a (0.5, 0.5) diagonal, as stored (float32)
 

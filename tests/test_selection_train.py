@@ -56,7 +56,7 @@ def ray_session():
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, str]:
     """Expert episodes of both tasks (~100-200 transitions each)."""
-    from offline_graph.recording import plan_jobs, record
+    from offline_graph.jobs.recording import plan_jobs, record
 
     out = {}
     for level, env in ENVS.items():
@@ -73,8 +73,8 @@ def read_file(path: str, level: str):
     """The validated episodes of one episode file."""
     import pyarrow.parquet as pq
 
-    from offline_graph.reader import read_episodes, spec_from_spaces
-    from offline_graph.recording import make_env
+    from offline_graph.data.reader import read_episodes, spec_from_spaces
+    from offline_graph.jobs.recording import make_env
 
     env = make_env(ENVS[level])
     spec = spec_from_spaces(env.observation_space, env.action_space)
@@ -85,7 +85,7 @@ def read_file(path: str, level: str):
 def test_recorded_masks_and_user_policy(tmp_path):
     """The mask under any info key becomes the observation's bool action_mask; a
     module:function policy records the same episodes as the env's named expert."""
-    from offline_graph.recording import RecordJob, record_file
+    from offline_graph.jobs.recording import RecordJob, record_file
 
     named = str(tmp_path / "named.parquet")
     user = str(tmp_path / "user.parquet")
@@ -120,7 +120,7 @@ def make_config(level: str, num_learners: int, path: str, algo: str = "bc"):
 
     import offline_graph
     from offline_graph import GNNModule, GraphOfflinePreLearner
-    from offline_graph.recording import make_env
+    from offline_graph.jobs.recording import make_env
 
     env = make_env(ENVS[level])
     training = {"train_batch_size_per_learner": B, "lr": 1e-3}
@@ -142,8 +142,8 @@ def make_config(level: str, num_learners: int, path: str, algo: str = "bc"):
 
 
 def eval_observations(env, n: int = 12):
-    from offline_graph.graph import space_sizes
-    from offline_graph.recording import observe
+    from offline_graph.data.graph import space_sizes
+    from offline_graph.jobs.recording import observe
 
     _, edge_dim = space_sizes(env.observation_space)
     obs = []
@@ -157,7 +157,7 @@ def eval_observations(env, n: int = 12):
 @pytest.mark.parametrize("level", ["node", "edge"])
 def test_bc_trains_and_restores(ray_session, data, tmp_path, level, num_learners):
     from offline_graph import EdgeAction, NodeAction
-    from offline_graph.evaluation import greedy_actions, is_legal, learner_module, restore_module
+    from offline_graph.rllib.evaluation import greedy_actions, is_legal, learner_module, restore_module
 
     config, env = make_config(level, num_learners, data[level])
     algo = config.build_algo()
@@ -219,7 +219,7 @@ def test_evaluate_cli_with_a_user_policy(tmp_path, capsys):
     is legal everywhere, reaches every target, and scores 100 against the named baselines."""
     import json
 
-    from pipelines import evaluate as evaluate_cli
+    from offline_graph.cli import evaluate as evaluate_cli
 
     out = tmp_path / "eval.json"
     assert evaluate_cli.main(["--env", ENVS["node"], "--policy",

@@ -37,7 +37,7 @@ def ray_session():
 @pytest.fixture(scope="session")
 def expert_data(tmp_path_factory) -> str:
     """20 expert episodes in 2 files (about 600 transitions)."""
-    from offline_graph.recording import plan_jobs, record
+    from offline_graph.jobs.recording import plan_jobs, record
 
     out = str(tmp_path_factory.mktemp("train_data") / "expert")
     jobs = plan_jobs(env="offline_graph/Graph-v0", env_config=None, policy="expert", epsilon=0.0,
@@ -77,7 +77,7 @@ def make_config(algo: str, num_learners: int, data: str):
 
 def eval_observations(n: int = 20):
     from offline_graph.env import GraphEnv
-    from offline_graph.graph import graph_to_dict
+    from offline_graph.data.graph import graph_to_dict
 
     env = GraphEnv()
     obs = []
@@ -101,7 +101,7 @@ def learner_state_dicts(algo) -> list[dict[str, np.ndarray]]:
 @pytest.mark.parametrize("algo_name", ["bc", "marwil"])
 def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, algo_name,
                                           num_learners):
-    from offline_graph.evaluation import greedy_actions, learner_module, restore_module
+    from offline_graph.rllib.evaluation import greedy_actions, learner_module, restore_module
 
     algo = make_config(algo_name, num_learners, expert_data).build_algo()
     try:
@@ -155,7 +155,7 @@ def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, al
         # algorithms; offline_graph installs a fix), and through restore_algorithm.
         from ray.rllib.algorithms.algorithm import Algorithm
 
-        from offline_graph.evaluation import restore_algorithm
+        from offline_graph.rllib.evaluation import restore_algorithm
 
         for restore in (Algorithm.from_checkpoint, restore_algorithm):
             algo2 = restore(ckpt)
@@ -169,8 +169,8 @@ def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, al
 
 
 def test_cli_train_then_evaluate(ray_session, expert_data, tmp_path, capsys):
-    from pipelines import evaluate as evaluate_cli
-    from pipelines import train as train_cli
+    from offline_graph.cli import evaluate as evaluate_cli
+    from offline_graph.cli import train as train_cli
 
     ckpt = tmp_path / "run"
     rc = train_cli.main([
@@ -211,7 +211,7 @@ def test_cli_train_then_evaluate(ray_session, expert_data, tmp_path, capsys):
 
 
 def test_cli_refuses_beta_for_bc(expert_data, tmp_path, capsys):
-    from pipelines import train as train_cli
+    from offline_graph.cli import train as train_cli
 
     with pytest.raises(SystemExit) as exc:
         train_cli.main(["--algo", "bc", "--beta", "1", "--data", expert_data,
@@ -222,8 +222,8 @@ def test_cli_refuses_beta_for_bc(expert_data, tmp_path, capsys):
 
 def test_evaluation_baselines_and_lockstep():
     """Seeds match recording; lockstep width does not change results; score formula."""
-    from offline_graph.evaluation import evaluate_module, evaluate_policy, normalized_score
-    from offline_graph.recording import RecordJob, record_file
+    from offline_graph.rllib.evaluation import evaluate_module, evaluate_policy, normalized_score
+    from offline_graph.jobs.recording import RecordJob, record_file
 
     exp = evaluate_policy("expert", episodes=4, seed=3)
     # The expert never errs: an episode ends only by hazard or truncation.
@@ -254,7 +254,7 @@ def test_evaluation_baselines_and_lockstep():
             import torch
             from ray.rllib.core.columns import Columns
 
-            from offline_graph.collate import uncollate
+            from offline_graph.data.collate import uncollate
             from offline_graph.env import correct_action
 
             obs = {k: v.numpy() for k, v in batch[Columns.OBS].items()}

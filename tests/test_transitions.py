@@ -3,9 +3,10 @@
 import numpy as np
 import pyarrow as pa
 
-from offline_graph.episode_codec import decode_state, encode_episode
-from offline_graph.transitions import Transitions, table_to_batch
-from offline_graph.validation import EpisodeSpec, validate_episode
+from offline_graph.data.codec import decode_state
+from offline_graph.rllib.episodes import encode_episode
+from offline_graph.data.transitions import Transitions, table_to_batch
+from offline_graph.data.validation import EpisodeSpec, validate_episode
 
 SPEC = EpisodeSpec(num_features=2, edge_dim=1, num_actions=3)
 

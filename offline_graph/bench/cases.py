@@ -140,7 +140,7 @@ class BenchContext:
 
     def convert(self, output: str) -> dict[str, Any]:
         """Run our conversion job on the episode files (restores the Data context after)."""
-        from offline_graph.convert import ConvertConfig, convert
+        from offline_graph.jobs.convert import ConvertConfig, convert
 
         ray = self.ray()
         dctx = ray.data.DataContext.get_current()
@@ -541,8 +541,8 @@ def case_collate(ctx: BenchContext) -> list[Row]:
     import torch
     from torch_geometric.data import Batch, Data
 
-    from offline_graph.collate import collate
-    from offline_graph.transitions import table_to_batch, Transitions
+    from offline_graph.data.collate import collate
+    from offline_graph.data.transitions import table_to_batch, Transitions
 
     graphs = ctx.data.episodes.transition_graphs()
     rng = np.random.default_rng(0)

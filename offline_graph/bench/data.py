@@ -8,7 +8,7 @@ max 512 (one graph of exactly ``n_max`` nodes is planted so the padded baselines
 full width). ``E = round(edges_per_node * N)`` directed edges with uniform endpoints; features
 are standard normal rounded to 1/8, like ``GraphEnv``'s noise.
 
-All graphs are generated as flat columns (:class:`~offline_graph.columns.GraphColumns`) in a
+All graphs are generated as flat columns (:class:`~offline_graph.data.columns.GraphColumns`) in a
 few numpy calls; only the encoding into episode rows loops, once per episode.
 
 Data sets written by :class:`BenchData`::
@@ -38,9 +38,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from offline_graph.columns import GraphColumns, counts_to_ptr
-from offline_graph.format import make_metadata
-from offline_graph.validation import EpisodeSpec
+from offline_graph.data.columns import GraphColumns, counts_to_ptr
+from offline_graph.data.format import make_metadata
+from offline_graph.data.validation import EpisodeSpec
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ def pad_graphs(graphs: GraphColumns, cfg: DataConfig) -> np.ndarray:
 
 
 def _encode(obs: Sequence, eps: SyntheticEpisodes, e: int, steps: slice) -> bytes:
-    from offline_graph.episode_codec import encode_episode
+    from offline_graph.rllib.episodes import encode_episode
 
     term = bool(eps.terminated[e])
     return encode_episode(obs, eps.actions[steps].tolist(), eps.rewards[steps].tolist(),

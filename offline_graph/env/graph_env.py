@@ -17,8 +17,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import GraphInstance
 
-from offline_graph.errors import ConfigError
-from offline_graph.graph import GraphDict, graph_to_dict
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.graph import GraphDict, graph_to_dict
 
 # Heavy tail of the node count: Pareto(scale=_TAIL_SCALE * lambda, shape=_TAIL_ALPHA).
 # With the defaults (lambda=24, tail_prob=0.05): mean ~29, p99 ~120, N == n_max ~1 in 2000.

@@ -1,9 +1,9 @@
 """Two selection environments: the action is a node or an edge of the step's graph.
 
-* :class:`NextHopEnv` (``"offline_graph/NextHop-v0"``, :class:`~offline_graph.spaces.NodeAction`):
+* :class:`NextHopEnv` (``"offline_graph/NextHop-v0"``, :class:`~offline_graph.data.spaces.NodeAction`):
   route from a start node to a target node on a connected random geometric graph; the expert
   (:func:`next_hop_expert`) takes the next hop of a shortest path (Dijkstra on edge lengths).
-* :class:`GrowTreeEnv` (``"offline_graph/GrowTree-v0"``, :class:`~offline_graph.spaces.EdgeAction`):
+* :class:`GrowTreeEnv` (``"offline_graph/GrowTree-v0"``, :class:`~offline_graph.data.spaces.EdgeAction`):
   grow a spanning tree from a root one edge at a time; the expert (:func:`grow_tree_expert`)
   is Prim's choice, the lightest edge leaving the tree.
 
@@ -31,9 +31,9 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 
 from offline_graph.env.graph_env import resolve_config as _resolve_config
-from offline_graph.errors import ConfigError
-from offline_graph.graph import GraphDict
-from offline_graph.spaces import EdgeAction, NodeAction, selection_level
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.graph import GraphDict
+from offline_graph.data.spaces import EdgeAction, NodeAction, selection_level
 
 Policy = Callable[[GraphDict, dict[str, Any]], int]
 SELECTION_POLICY_NAMES = ("expert", "random", "mixed")

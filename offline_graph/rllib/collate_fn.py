@@ -18,7 +18,7 @@ import pyarrow as pa
 import torch
 from ray.data.collate_fn import ArrowBatchCollateFn
 
-from offline_graph.transitions import table_to_batch
+from offline_graph.data.transitions import table_to_batch
 
 
 def _tensor(arr: np.ndarray) -> torch.Tensor:

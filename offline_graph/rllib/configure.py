@@ -33,9 +33,9 @@ import logging
 import uuid
 from typing import Any, Literal, TypeVar
 
-from offline_graph.errors import ConfigError
-from offline_graph.files import scan_files
-from offline_graph.reader import spec_from_spaces
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.files import scan_files
+from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 
@@ -177,7 +177,7 @@ def data_report(config: Any) -> dict[str, Any]:
     Call on the driver after training (Ray must still be running). Includes input files
     rejected before reading (skip mode).
     """
-    from offline_graph import accounting
+    from offline_graph.jobs import accounting
 
     settings = read_settings(config, where="data_report")
     out = accounting.collect(settings.stats_name).as_dict()

@@ -21,11 +21,11 @@ from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, ValueFunctionAPI
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from torch import nn
 
-from offline_graph.errors import ConfigError
-from offline_graph.graph import space_sizes
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.graph import space_sizes
 from offline_graph.rllib.gnn_layers import CONVS, POOLS, GraphEncoder, GraphEncoding, mlp
 from offline_graph.rllib.selection import SelectionHead, TorchChoiceCategorical
-from offline_graph.spaces import selection_level
+from offline_graph.data.spaces import selection_level
 
 _WHERE = "GNNModule model_config"
 
@@ -114,7 +114,7 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     - ``conv`` ("gine" if the observation space has edge features, else "gin"): one of
       "gcn", "sage", "gin", "gine". Only "gine" reads ``edge_attr`` (via ``edge_dim=D``);
       the others use the edges' connectivity only. "gine" without edge features raises
-      :class:`~offline_graph.errors.ConfigError` (a ValueError).
+      :class:`~offline_graph.data.errors.ConfigError` (a ValueError).
     - ``pool`` ("meanmax"; "mean" when ``bag_of_nodes``): "mean", "max", "sum", or "meanmax"
       (concat of mean and max pooling). Pooling uses ``size=B = ptr.numel() - 1``.
     - ``head_hidden`` (64): hidden width of the policy / value head MLPs.

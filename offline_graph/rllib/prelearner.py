@@ -2,13 +2,13 @@
 
 Runs inside Ray Data's ``map_batches`` (one actor per CPU share). Per call it
 
-1. decodes and validates the batch's episode rows (``offline_graph.reader``; columnar),
-2. adds their transitions to a columnar FIFO buffer (``offline_graph.buffer``),
+1. decodes and validates the batch's episode rows (``offline_graph.data.reader``; columnar),
+2. adds their transitions to a columnar FIFO buffer (``offline_graph.data.buffer``),
 3. samples ``k * train_batch_size_per_learner`` transitions, ``k = max(1, round(new/B))``, so
    an epoch is about one pass over the data and each learner batch holds exactly B rows,
 4. runs the learner connector pipeline's *user* pieces (RLlib's default pieces are replaced by
    :class:`~offline_graph.rllib.connectors.AddGraphTransitionsToBatch`),
-5. returns one Arrow row per transition (``offline_graph.transitions``): ragged list columns,
+5. returns one Arrow row per transition (``offline_graph.data.transitions``): ragged list columns,
    no padding, no pickled objects. The learner's collate function builds the PyG batch.
 
 With ``input_read_episodes=False`` the input is already converted transition rows and is
@@ -27,9 +27,9 @@ import ray
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
-from offline_graph import accounting
-from offline_graph.buffer import TransitionBuffer
-from offline_graph.reader import (
+from offline_graph.jobs import accounting
+from offline_graph.data.buffer import TransitionBuffer
+from offline_graph.data.reader import (
     ReadStats,
     batch_columns,
     log_rejections,
@@ -42,8 +42,8 @@ from offline_graph.rllib.connectors import (
     user_pieces_only,
 )
 from offline_graph.rllib.settings import GraphSettings, read_settings
-from offline_graph.transitions import BOOKKEEPING_COLUMNS, Transitions, transition_schema
-from offline_graph.validation import EpisodeSpec
+from offline_graph.data.transitions import BOOKKEEPING_COLUMNS, Transitions, transition_schema
+from offline_graph.data.validation import EpisodeSpec
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from offline_graph.errors import ConfigError
+from offline_graph.data.errors import ConfigError
 
 SETTINGS_KEY = "offline_graph"
 
@@ -26,7 +26,7 @@ class GraphSettings:
     module_id: str = "default_policy"
     """The RLModule the batches are for (single-agent)."""
     stats_name: str = ""
-    """Name of the accounting actor prelearners report to (``offline_graph.accounting``)."""
+    """Name of the accounting actor prelearners report to (``offline_graph.jobs.accounting``)."""
     files_rejected: dict = field(default_factory=dict)
     """Skip mode: input files dropped before reading, count by reason."""
     file_errors: dict = field(default_factory=dict)

@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offline_graph.errors import ConfigError
+from offline_graph.data.errors import ConfigError
 
 
 class _SelectionAction(gym.spaces.Discrete):

@@ -5,7 +5,7 @@ Usage::
     offline-graph inspect sample_data/expert
     offline-graph inspect sample_data/mixed/episodes-0000000-0000059.parquet --json
 
-See :mod:`offline_graph.stats` for how each number is computed.
+See :mod:`offline_graph.data.stats` for how each number is computed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import sys
 from dataclasses import dataclass
 
-from offline_graph.errors import OfflineGraphError
+from offline_graph.data.errors import OfflineGraphError
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipelines.arguments import field_docs
+    from offline_graph.cli.arguments import field_docs
 
     docs = field_docs(Config)
     p = argparse.ArgumentParser(
@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from offline_graph.stats import format_table, inspect_path
+    from offline_graph.data.stats import format_table, inspect_path
 
     cfg = parse_args(argv)
     try:

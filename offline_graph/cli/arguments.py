@@ -12,7 +12,7 @@ import json
 import textwrap
 
 if TYPE_CHECKING:
-    from offline_graph.errors import OfflineGraphError
+    from offline_graph.data.errors import OfflineGraphError
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -45,7 +45,7 @@ def json_object(text: str) -> dict:
 
 def bad_value(prog: str, cfg: object, name: str, expected: str, hint: str) -> "OfflineGraphError":
     """``<prog>: --<name> must be <expected> (found <value>). <hint>`` as a ConfigError."""
-    from offline_graph.errors import ConfigError
+    from offline_graph.data.errors import ConfigError
 
     return ConfigError(
         f"{prog}: --{name.replace('_', '-')} must be {expected} "

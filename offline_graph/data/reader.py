@@ -16,11 +16,11 @@ from typing import Any, Literal, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from offline_graph.episode_codec import decode_state
-from offline_graph.errors import REASON_SUFFIX, OfflineGraphError, SchemaError, where
-from offline_graph.fast_episode import fast_block, fast_episode
-from offline_graph.transitions import Transitions
-from offline_graph.validation import Episode, EpisodeSpec, validate_episode
+from offline_graph.data.codec import decode_state
+from offline_graph.data.errors import REASON_SUFFIX, OfflineGraphError, SchemaError, where
+from offline_graph.data.fast_episode import fast_block, fast_episode
+from offline_graph.data.transitions import Transitions
+from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
 
 logger = logging.getLogger(__name__)
 OnError = Literal["raise", "skip"]
@@ -175,7 +175,7 @@ def read_transitions(
     transition once; the same accepted rows, rejections and errors as
     ``Transitions.from_episodes(read_episodes(...), gamma)``.
 
-    Rows go through :func:`offline_graph.fast_episode.fast_block` ``FAST_CHUNK`` at a time; a
+    Rows go through :func:`offline_graph.data.fast_episode.fast_block` ``FAST_CHUNK`` at a time; a
     chunk with any unusual or bad row, or an id taken earlier (in this call, or with other
     content in ``seen_ids``), goes through :func:`read_episodes` instead, which names or
     counts exactly the bad rows.
@@ -226,12 +226,12 @@ def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
     space pair."""
     import gymnasium as gym
 
-    from offline_graph.graph import space_sizes
-    from offline_graph.spaces import selection_level
+    from offline_graph.data.graph import space_sizes
+    from offline_graph.data.spaces import selection_level
 
     feat, edim = space_sizes(observation_space)
     if not isinstance(action_space, gym.spaces.Discrete):
-        from offline_graph.errors import ConfigError
+        from offline_graph.data.errors import ConfigError
 
         raise ConfigError(
             f"action space: space must be gymnasium.spaces.Discrete(k), "

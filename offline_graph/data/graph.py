@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import GraphInstance
 
-from offline_graph.errors import ConfigError
+from offline_graph.data.errors import ConfigError
 
 GraphDict = dict[str, np.ndarray]
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from offline_graph.columns import GraphColumns, counts_to_ptr, masks_or_allowed
-from offline_graph.episode_codec import RawEpisode
-from offline_graph.errors import GraphValidationError, where
+from offline_graph.data.columns import GraphColumns, counts_to_ptr, masks_or_allowed
+from offline_graph.data.codec import RawEpisode
+from offline_graph.data.errors import GraphValidationError, where
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 ``decode_state(item, raw_arrays=True)`` leaves every array as its msgpack-numpy map
 (``{b"nd": True, b"type": "<f4", b"shape": [N, F], b"data": bytes}``). For well-formed
 episodes, :func:`fast_episode` (one episode) and :func:`fast_block` (a block of episode rows,
-straight to :class:`~offline_graph.transitions.Transitions`) check all shapes and dtypes from
+straight to :class:`~offline_graph.data.transitions.Transitions`) check all shapes and dtypes from
 those maps in a few list comprehensions, join the data bytes of all observations and build
 ``x``, ``edge_index`` and ``edge_attr`` with one ``frombuffer`` each: no ndarray per
 observation. Value checks (finite, index ranges, actions, rewards) are the same vectorized
@@ -13,7 +13,7 @@ functions as the full path, run once per episode (``fast_episode``) or once per 
 Anything unusual (another dtype, a missing key, a list where a dict belongs, an unfinished
 episode, wrong lengths; for a block also any failed value check or a repeated episode id)
 returns None; the caller then runs the full path
-(:func:`offline_graph.validation.validate_episode`, episode by episode), which names the exact
+(:func:`offline_graph.data.validation.validate_episode`, episode by episode), which names the exact
 problem or skips and counts exactly the bad episodes.
 """
 
@@ -24,11 +24,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from offline_graph.columns import GraphColumns, counts_to_ptr
-from offline_graph.episode_codec import RawEpisode, decode_state
-from offline_graph.errors import OfflineGraphError, where
-from offline_graph.transitions import Transitions
-from offline_graph.validation import (
+from offline_graph.data.columns import GraphColumns, counts_to_ptr
+from offline_graph.data.codec import RawEpisode, decode_state
+from offline_graph.data.errors import OfflineGraphError, where
+from offline_graph.data.transitions import Transitions
+from offline_graph.data.validation import (
     Episode,
     EpisodeSpec,
     check_actions_rewards,
@@ -184,7 +184,7 @@ def _no_ctx(t: int | None = None, column: str | None = None) -> str:
 def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transitions | None:
     """A block of episode rows (``item`` bytes) -> all their transitions, validated as one.
 
-    Returns a :class:`~offline_graph.transitions.Transitions` equal to
+    Returns a :class:`~offline_graph.data.transitions.Transitions` equal to
     ``Transitions.from_episodes(read_episodes(items, ...), gamma)``, or None when any row is
     unusual or invalid (the caller then runs the per-episode path for the whole block, which
     names or counts exactly the bad rows). Every observation is checked, the final ones

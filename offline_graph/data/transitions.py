@@ -11,7 +11,7 @@ One row per transition, no padding, no pickled objects::
     rewards        float32
     terminateds    bool      True on the last step of a terminated episode
     truncateds     bool      True on the last step of a truncated episode
-    value_targets  float32   discounted returns-to-go (see offline_graph.returns)
+    value_targets  float32   discounted returns-to-go (see offline_graph.data.returns)
     eps_id         string (dictionary-encoded)
     t              int64     step index within the episode
 
@@ -28,10 +28,10 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from offline_graph.collate import collate
-from offline_graph.columns import GraphColumns, counts_to_ptr
-from offline_graph.returns import discounted_returns
-from offline_graph.validation import Episode, EpisodeSpec
+from offline_graph.data.collate import collate
+from offline_graph.data.columns import GraphColumns, counts_to_ptr
+from offline_graph.data.returns import discounted_returns
+from offline_graph.data.validation import Episode, EpisodeSpec
 
 GRAPH_COLUMNS = ("x", "edge_index", "edge_attr", "node_mask", "edge_mask")
 # Columns the BC / MARWIL losses never read; dropped on the way to the learner.

@@ -19,11 +19,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from offline_graph.episode_codec import encode_episode
-from offline_graph.errors import ConfigError
-from offline_graph.format import make_metadata
-from offline_graph.graph import GraphDict, graph_to_dict, space_sizes
-from offline_graph.spaces import selection_level
+from offline_graph.rllib.episodes import encode_episode
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.format import make_metadata
+from offline_graph.data.graph import GraphDict, graph_to_dict, space_sizes
+from offline_graph.data.spaces import selection_level
 
 DEFAULT_ENV = "offline_graph/Graph-v0"
 

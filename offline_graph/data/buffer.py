@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from offline_graph.errors import ConfigError
-from offline_graph.transitions import Transitions
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.transitions import Transitions
 
 
 class TransitionBuffer:

@@ -1,7 +1,7 @@
 """Statistics of recorded episode files: sizes, returns and what padding would cost (no Ray).
 
-Every episode row is decoded with :func:`~offline_graph.episode_codec.decode_state` and
-checked with :func:`~offline_graph.validation.validate_episode` against a spec derived from
+Every episode row is decoded with :func:`~offline_graph.data.codec.decode_state` and
+checked with :func:`~offline_graph.data.validation.validate_episode` against a spec derived from
 the data itself: F from the first observation's ``x``, D from its ``edge_attr`` (None when
 absent), k = the episode's largest action + 1 (with a data-derived k no action can be out of
 range except a negative one, so a per-episode k checks exactly what a global one would).
@@ -30,16 +30,16 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from offline_graph.episode_codec import RawEpisode, decode_state
-from offline_graph.errors import (
+from offline_graph.data.codec import RawEpisode, decode_state
+from offline_graph.data.errors import (
     ConfigError,
     FormatVersionError,
     OfflineGraphError,
     SchemaError,
     where,
 )
-from offline_graph.format import read_file_metadata
-from offline_graph.validation import Episode, EpisodeSpec, validate_episode
+from offline_graph.data.format import read_file_metadata
+from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
 
 PERCENTILES = (50, 90, 99)
 

@@ -10,7 +10,7 @@
     node_mask  bool    [sumN]      or None: allowed node actions (``NodeAction`` spaces)
     edge_mask  bool    [sumE]      or None: allowed edge actions (``EdgeAction`` spaces)
 
-The masks are the observation dicts' ``action_mask`` (see :mod:`offline_graph.spaces`); they
+The masks are the observation dicts' ``action_mask`` (see :mod:`offline_graph.data.spaces`); they
 are concatenated like ``x`` (node masks) or like ``edge_attr`` (edge masks).
 
 Every operation here (build, take, concat) is vectorized over whole columns.
@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from offline_graph.graph import GraphDict
+from offline_graph.data.graph import GraphDict
 
 
 def ragged_gather_index(ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ Two kinds of files exist:
   ``msgpack.packb(SingleAgentEpisode.get_state(), default=msgpack_numpy.encode)``
   (exactly what RLlib writes with ``output_write_episodes=True``).
 * ``transitions``: one transition per row with ragged Arrow list columns (see
-  :mod:`offline_graph.transitions`), written by ``offline-graph convert``.
+  :mod:`offline_graph.data.transitions`), written by ``offline-graph convert``.
 
 Files written by RLlib itself carry no offline_graph metadata; they are read as ``episodes``
 of the current version.
@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import pyarrow.parquet as pq
 
-from offline_graph.errors import FormatVersionError, where
+from offline_graph.data.errors import FormatVersionError, where
 
 FORMAT_VERSION = 1
 METADATA_KEY = b"offline_graph"

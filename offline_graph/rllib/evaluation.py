@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from offline_graph.collate import collate
-from offline_graph.columns import GraphColumns
-from offline_graph.errors import ConfigError
-from offline_graph.graph import GraphDict, space_sizes
-from offline_graph.recording import (
+from offline_graph.data.collate import collate
+from offline_graph.data.columns import GraphColumns
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.graph import GraphDict, space_sizes
+from offline_graph.jobs.recording import (
     DEFAULT_ENV,
     DEFAULT_MASK_KEY,
     episode_seeds,
@@ -46,7 +46,7 @@ from offline_graph.recording import (
     observe,
     policy_for,
 )
-from offline_graph.spaces import selection_level
+from offline_graph.data.spaces import selection_level
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -145,7 +145,7 @@ def evaluate_policy(
 
     ``policy`` is a name (``"expert"``, ``"random"``, ``"mixed"``: built per episode with that
     episode's RNG, exactly as ``offline-graph record`` does, see
-    :func:`offline_graph.recording.policy_for`), ``module:function``, or a callable
+    :func:`offline_graph.jobs.recording.policy_for`), ``module:function``, or a callable
     ``policy(obs_dict, info) -> int`` used as is for every episode. For node/edge-selection
     envs the obs dict carries ``action_mask`` from ``info[mask_key]``. ``env`` is an env id /
     ``module:Class`` string (built with ``env_config``) or an env instance.
@@ -181,7 +181,7 @@ def obs_batch(
 ) -> dict:
     """``{Columns.OBS: {x, edge_index, [edge_attr], batch, ptr, [action_mask]}}`` torch
     tensors of a list of observation dicts (the learner's batch layout, see
-    :mod:`offline_graph.collate`); ``mask_level`` "node" / "edge" batches ``action_mask``."""
+    :mod:`offline_graph.data.collate`); ``mask_level`` "node" / "edge" batches ``action_mask``."""
     import torch
     from ray.rllib.core.columns import Columns
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from offline_graph.columns import GraphColumns
+from offline_graph.data.columns import GraphColumns
 
 # key -> (level, offset by cumulative node count)
 BATCHING_RULES: dict[str, tuple[str, bool]] = {

@@ -1,23 +1,22 @@
-"""Episode rows: encode (via RLlib's own ``SingleAgentEpisode.get_state``) and decode.
+"""Episode rows: decode (the encoder, via RLlib's own episodes, is ``offline_graph.rllib.episodes``).
 
 A row's ``item`` is ``msgpack.packb(SingleAgentEpisode.get_state(), default=msgpack_numpy.encode)``,
 byte for byte what RLlib writes with ``output_write_episodes=True``; RLlib's
 ``SingleAgentEpisode.from_state`` reads our rows and :func:`decode_state` reads RLlib's.
 Decoding does not build a ``SingleAgentEpisode``: it reads the state dict's buffers directly
-and hands the observation list to :mod:`offline_graph.validation`.
+and hands the observation list to :mod:`offline_graph.data.validation`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import msgpack
 import msgpack_numpy as mnp
 import numpy as np
 
-from offline_graph.errors import DecodeError, where
-from offline_graph.graph import GraphDict
+from offline_graph.data.errors import DecodeError, where
 
 
 @dataclass
@@ -31,32 +30,6 @@ class RawEpisode:
     terminated: bool
     truncated: bool
     t_started: int
-
-
-def encode_episode(
-    observations: Sequence[GraphDict],
-    actions: Sequence[int],
-    rewards: Sequence[float],
-    *,
-    terminated: bool,
-    truncated: bool,
-    episode_id: str,
-    infos: Sequence[dict] | None = None,
-) -> bytes:
-    """One finished episode -> the ``item`` bytes RLlib writes (``len(obs) == len(actions)+1``)."""
-    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-
-    episode = SingleAgentEpisode(
-        id_=episode_id,
-        observations=list(observations),
-        infos=list(infos) if infos is not None else [{} for _ in observations],
-        actions=[int(a) for a in actions],
-        rewards=[float(r) for r in rewards],
-        terminated=terminated,
-        truncated=truncated,
-        len_lookback_buffer=0,
-    )
-    return msgpack.packb(episode.get_state(), default=mnp.encode)
 
 
 _DTYPES: dict[str, np.dtype] = {}
@@ -95,7 +68,7 @@ def decode_state(
     """``item`` bytes -> :class:`RawEpisode`; raises :class:`DecodeError` naming file and row.
 
     ``raw_arrays``: leave msgpack-numpy arrays as their maps (``{b"nd", b"type", b"shape",
-    b"data"}``) and msgpack arrays as tuples, for :mod:`offline_graph.fast_episode`, which
+    b"data"}``) and msgpack arrays as tuples, for :mod:`offline_graph.data.fast_episode`, which
     joins each episode's array bytes at once instead of building one ndarray per array.
     """
     ctx = where(file=file, row=row, column="item")

@@ -62,7 +62,7 @@ def find_project_error(err: BaseException) -> OfflineGraphError | None:
 
     Ray re-raises worker exceptions wrapped (``RayTaskError``, Ray Data's
     ``UserCodeException``) and does not always keep the original object; then the error is
-    rebuilt from the last ``offline_graph.errors.<Class>: <message>`` line of the text.
+    rebuilt from the last ``offline_graph.data.errors.<Class>: <message>`` line of the text.
     """
     import re
     import sys

@@ -19,6 +19,9 @@ COMMANDS = {
     "experiment": "the learning-quality table: BC / MARWIL / bag of nodes over seeds, one PNG",
 }
 
+MODULES = {"inspect": "inspect_data"}
+"""Subcommands whose module name differs (``inspect`` would shadow the standard library)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -34,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    module = importlib.import_module(f"pipelines.{name}")
+    module = importlib.import_module(f"offline_graph.cli.{MODULES.get(name, name)}")
     return int(module.main(rest) or 0)
 
 

@@ -4,10 +4,10 @@
 into one task per input unit (whole row groups of one file, ``episodes_per_task`` rows): the
 task reads its rows, converts them and writes its own output file, so nothing but file names
 crosses the object store. The read is planned on the driver from the footers that
-:func:`offline_graph.files.scan_files` already checked (:func:`offline_graph.files.episode_source`;
+:func:`offline_graph.data.files.scan_files` already checked (:func:`offline_graph.data.files.episode_source`;
 Ray Data's ``read_parquet`` would start footer-reading actors for every job). The map step
 calls the same decode / validate / transition code as ``GraphOfflinePreLearner``
-(:func:`offline_graph.reader.read_transitions`) but emits every recorded transition once
+(:func:`offline_graph.data.reader.read_transitions`) but emits every recorded transition once
 instead of replay-sampling. Files are named by task (``transitions-<task>-<n>.parquet``) and
 the row order is preserved, so the same input gives the same output bytes, and a retried task
 (a killed worker) rewrites the same file instead of adding one.
@@ -16,7 +16,7 @@ Skip-mode accounting goes to one small JSON file per input block under the outpu
 ``_block_stats/`` (named by a digest of the block, so a retried block replaces its earlier
 report instead of counting twice); the driver merges them into the report and removes the
 directory. Whole damaged files (truncated, unknown version, wrong column type) are found
-before the job starts (``offline_graph.files``).
+before the job starts (``offline_graph.data.files``).
 """
 from __future__ import annotations
 
@@ -32,18 +32,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from offline_graph import accounting
-from offline_graph.errors import (
+from offline_graph.jobs import accounting
+from offline_graph.data.errors import (
     ConfigError,
     FormatVersionError,
     GraphValidationError,
     reraise_project_error,
 )
-from offline_graph.files import episode_source, scan_files
-from offline_graph.format import make_metadata
-from offline_graph.reader import ReadStats, batch_columns, read_transitions
-from offline_graph.transitions import transition_schema
-from offline_graph.validation import EpisodeSpec
+from offline_graph.data.files import scan_files
+from offline_graph.jobs.source import episode_source
+from offline_graph.data.format import make_metadata
+from offline_graph.data.reader import ReadStats, batch_columns, read_transitions
+from offline_graph.data.transitions import transition_schema
+from offline_graph.data.validation import EpisodeSpec
 
 logger = logging.getLogger(__name__)
 REPORT_NAME = "conversion_report.json"

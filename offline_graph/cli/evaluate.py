@@ -1,0 +1,198 @@
+"""Evaluate a checkpoint written by ``offline-graph train`` in the env (CleanRL style).
+
+Usage::
+
+    offline-graph evaluate --checkpoint runs/bc --episodes 100 --seed 7
+
+Restores the trained RLModule alone, from ``<checkpoint>/learner_group/learner/rl_module/
+default_policy`` with ``RLModule.from_checkpoint`` (no Ray cluster, no training data needed),
+and plays ``--episodes`` greedy episodes; the expert and random policies play the same seeded
+episodes, and the normalized score is ``100 * (module - random) / (expert - random)``.
+
+Why not ``Algorithm.from_checkpoint(DIR)``: in RLlib 2.60 it fails for offline algorithms.
+It rebuilds the algorithm (fine: the Graph observation space travels in the pickled
+constructor arguments) and then ``Algorithm.restore_from_path`` calls
+``self.env_runner_group.sync_weights(...)`` on an algorithm that has no EnvRunner group
+(``AttributeError: 'NoneType' object has no attribute 'sync_weights'``). To resume training,
+use :func:`offline_graph.rllib.evaluation.restore_algorithm` (same rebuild, generic
+``Checkpointable.restore_from_path``; needs Ray and the data).
+
+The env defaults to the one named in ``<checkpoint>/summary.json`` (written by train).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from offline_graph.data.errors import ConfigError, OfflineGraphError
+from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
+from offline_graph.cli.arguments import field_docs, json_object
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of one evaluation run."""
+
+    checkpoint: str | None = None
+    """Directory written by offline-graph train --checkpoint (algo.save_to_path), or the
+    module directory inside it. Give this or --policy."""
+    policy: str | None = None
+    """Evaluate a behaviour policy instead of a checkpoint: module:function (called as
+    function(obs_dict, info) -> action; obs_dict has action_mask for node/edge-selection envs)
+    or a name (expert, random, mixed) the env provides."""
+    mask_key: str = "action_mask"
+    """For NodeAction / EdgeAction envs: the info key holding the action mask."""
+    episodes: int = 50
+    """Episodes for the module, the expert and the random policy (same seeds for all)."""
+    seed: int = DEFAULT_EVAL_SEED
+    """Evaluation seed (episode i resets the env with a seed derived from (seed, i))."""
+    env: str | None = None
+    """Env id or module:ClassName (default: the env in <checkpoint>/summary.json, else
+    offline_graph/Graph-v0)."""
+    env_config: dict = field(default_factory=dict)
+    """Keyword arguments of the env, as a JSON object (default: from summary.json)."""
+    num_envs: int = 16
+    """Episodes run in lockstep with one batched forward pass (results do not depend on it)."""
+    baselines: bool = True
+    """Also evaluate the expert and random policies (--no-baselines skips them and the
+    normalized score)."""
+    output: str | None = None
+    """Optional JSON file for the results."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    docs = field_docs(Config)
+    p = argparse.ArgumentParser(
+        prog="offline-graph evaluate",
+        description="Evaluate a trained checkpoint greedily in the env, with baselines.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--checkpoint", default=None, help=docs["checkpoint"])
+    p.add_argument("--policy", default=None, help=docs["policy"])
+    p.add_argument("--mask-key", default=Config.mask_key, help=docs["mask_key"])
+    p.add_argument("--episodes", type=int, default=Config.episodes, help=docs["episodes"])
+    p.add_argument("--seed", type=int, default=Config.seed, help=docs["seed"])
+    p.add_argument("--env", default=None, help=docs["env"])
+    p.add_argument("--env-config", type=json_object, default=None, help=docs["env_config"])
+    p.add_argument("--num-envs", type=int, default=Config.num_envs, help=docs["num_envs"])
+    p.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True,
+                   help=docs["baselines"])
+    p.add_argument("--output", default=None, help=docs["output"])
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(Config)}
+    if (ns.checkpoint is None) == (ns.policy is None):
+        parser.error(
+            "evaluate: exactly one of --checkpoint and --policy must be given (found "
+            f"checkpoint={ns.checkpoint!r}, policy={ns.policy!r}). --policy evaluates a "
+            "module:function or a named policy of the env."
+        )
+    if values["env_config"] is None:
+        values["env_config"] = (
+            _summary(ns.checkpoint).get("config", {}).get("env_config") or {}
+            if ns.checkpoint else {}
+        )
+    cfg = Config(**values)
+    if cfg.episodes < 1:
+        parser.error(f"evaluate: --episodes must be >= 1 (found {cfg.episodes}).")
+    if cfg.num_envs < 1:
+        parser.error(f"evaluate: --num-envs must be >= 1 (found {cfg.num_envs}).")
+    if cfg.checkpoint is not None and not os.path.isdir(cfg.checkpoint):
+        parser.error(
+            f"evaluate: --checkpoint must be a directory (found {cfg.checkpoint!r} missing). "
+            "Pass the --checkpoint directory of offline-graph train."
+        )
+    return cfg
+
+
+def _summary(checkpoint: str | None) -> dict[str, Any]:
+    if checkpoint is None:
+        return {}
+    path = os.path.join(checkpoint, "summary.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def format_legality(ev: dict[str, Any]) -> str:
+    """``illegal actions 0/123 (0.0%)[, success rate 97.0%]`` of one evaluation result."""
+    text = (f"illegal actions {ev['illegal_actions']}/{ev['actions']} "
+            f"({100.0 * ev['illegal_share']:.1f}%)")
+    if ev.get("success_rate") is not None:
+        text += f", success rate {100.0 * ev['success_rate']:.1f}%"
+    return text
+
+
+def run(cfg: Config) -> dict[str, Any]:
+    """Restore the module, evaluate it (and the baselines); returns the results."""
+    from offline_graph.rllib.evaluation import (
+        baseline_scores,
+        evaluate_module,
+        evaluate_policy,
+        normalized_score,
+        restore_module,
+    )
+    from offline_graph.jobs.recording import DEFAULT_ENV
+
+    summary = _summary(cfg.checkpoint)
+    env_name = cfg.env or summary.get("data", {}).get("env") or DEFAULT_ENV
+    t = time.perf_counter()
+    res: dict[str, Any] = {"env": env_name}
+    if cfg.checkpoint is not None:
+        res["checkpoint"] = os.path.abspath(cfg.checkpoint)
+        module = restore_module(cfg.checkpoint)
+        res["module"] = evaluate_module(module, env_name, cfg.episodes, cfg.seed, cfg.num_envs,
+                                        env_config=cfg.env_config, mask_key=cfg.mask_key)
+        who = "module"
+    else:
+        res["policy"] = cfg.policy
+        res["module"] = evaluate_policy(cfg.policy, env_name, cfg.episodes, cfg.seed,  # type: ignore[arg-type]
+                                        env_config=cfg.env_config, mask_key=cfg.mask_key)
+        who = f"policy {cfg.policy}"
+    seconds = time.perf_counter() - t
+    m = res["module"]["mean_return"]
+    line = (f"{who}: mean return {m:.2f} +- {res['module']['std']:.2f} over {cfg.episodes} "
+            f"episodes (seed {cfg.seed}, {seconds:.1f}s); {format_legality(res['module'])}")
+    res["normalized_score"] = None
+    if cfg.baselines:
+        res.update(baseline_scores(env_name, cfg.episodes, cfg.seed, env_config=cfg.env_config,
+                                   mask_key=cfg.mask_key))
+        e, r = res["expert"]["mean_return"], res["random"]["mean_return"]
+        res["normalized_score"] = normalized_score(m, r, e) if e != r else None
+        score = res["normalized_score"]
+        line += (f"\nexpert {e:.2f}, random {r:.2f}; normalized score "
+                 f"{'-' if score is None else format(score, '.1f')} (0 = random, 100 = expert)")
+    print(line)
+    if cfg.output:
+        os.makedirs(os.path.dirname(os.path.abspath(cfg.output)), exist_ok=True)
+        with open(cfg.output, "w") as f:
+            json.dump(res, f, indent=2)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    try:
+        run(cfg)
+    except (OfflineGraphError, ConfigError) as err:
+        print(f"offline-graph evaluate: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

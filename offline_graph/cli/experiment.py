@@ -1,0 +1,447 @@
+"""The learning-quality table: BC, MARWIL and a bag-of-nodes baseline, seeds, one PNG.
+
+Usage::
+
+    offline-graph experiment --output runs/experiment            # the README table (~10 min)
+    python -m offline_graph.cli.experiment --quick --output /tmp/quick   # a smoke run (~1-2 min)
+
+Rows (each trained with ``--seeds`` seeds ``0..S-1``; see :data:`ROWS`):
+
+- ``bc-expert``: BC on the expert data (``--expert-data``, default ``sample_data/expert``);
+- on the mixed-quality data: ``bc``, ``marwil-1`` (MARWIL beta=1), ``marwil-0`` (MARWIL
+  beta=0, which must match BC) and ``bag-marwil-1`` (MARWIL beta=1 with a module that ignores
+  the edges, ``--bag-of-nodes``: mean-pooled node features into an MLP).
+
+The mixed-quality data is recorded into ``<output>/data`` first (``offline-graph record
+--policy decoy --epsilon 0.6 --episodes 3000 --seed 2``, see :attr:`Config.mixed_policy`)
+unless ``--mixed-data`` names existing episode files. Each run is one in-process
+``offline_graph.cli.train`` run (:func:`offline_graph.cli.train.build_config`, one shared Ray session) whose
+module is evaluated every ``--eval-every`` iterations with
+:func:`offline_graph.rllib.evaluation.evaluate_module` on the same seeded episodes; the normalized
+score is ``100 * (module - random) / (expert - random)`` as in ``offline-graph train``.
+
+Written to ``--output``: ``results.json`` (settings, per-run curves, scores, seconds),
+``results.md`` (the table) and ``learning_curves.png`` (score vs iteration, mean over seeds with
+the min-max band, one panel per data set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from offline_graph.data.errors import ConfigError, OfflineGraphError
+from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
+from offline_graph.cli import train
+from offline_graph.cli.arguments import bad_value, field_docs
+
+MIXED_POLICIES = ("decoy", "mixed")
+QUICK = {"seeds": 1, "iterations": 2, "eval_every": 1, "eval_episodes": 10, "mixed_episodes": 200}
+"""What --quick sets (a smoke run: tested for running, not for scores)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: an algorithm on a data set, trained once per seed."""
+
+    key: str
+    data: str
+    """``expert`` or ``mixed``."""
+    algo: str
+    beta: float | None = None
+    bag_of_nodes: bool = False
+
+    @property
+    def label(self) -> str:
+        name = "BC" if self.algo == "bc" else f"MARWIL beta={self.beta:g}"
+        return name + (", bag of nodes" if self.bag_of_nodes else ", GNN")
+
+
+ROWS = (
+    Row("bc-expert", "expert", "bc"),
+    Row("bc", "mixed", "bc"),
+    Row("marwil-1", "mixed", "marwil", beta=1.0),
+    Row("marwil-0", "mixed", "marwil", beta=0.0),
+    Row("bag-marwil-1", "mixed", "marwil", beta=1.0, bag_of_nodes=True),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of the whole table (the training settings apply to every run)."""
+
+    output: str
+    """Output directory: results.json, results.md, learning_curves.png and data/."""
+    seeds: int = 3
+    """Training seeds per row (0..seeds-1)."""
+    iterations: int = 30
+    """algo.train() calls per run."""
+    updates_per_iteration: int = 10
+    """Learner updates per iteration."""
+    batch_size: int = 256
+    """Transitions per learner batch."""
+    lr: float = 1e-3
+    """Adam learning rate."""
+    hidden: int = 64
+    """GNN node embedding width."""
+    layers: int = 2
+    """Message-passing layers."""
+    eval_every: int = 5
+    """Evaluate the module every this many iterations (and after the last): the curves."""
+    eval_episodes: int = 100
+    """Evaluation episodes per point (module, expert and random play the same seeds)."""
+    eval_seed: int = DEFAULT_EVAL_SEED
+    """Seed of the evaluation episodes (not a recording seed)."""
+    expert_data: str = "sample_data/expert"
+    """Episode files of the expert policy (the bc-expert row)."""
+    mixed_data: str | None = None
+    """Existing episode files of the mixed-quality rows; default: record them into
+    <output>/data with --mixed-policy, --mixed-epsilon, --mixed-episodes, --mixed-seed."""
+    mixed_policy: str = "decoy"
+    """Behaviour policy of the recorded mixed data: decoy (the expert, else with probability
+    epsilon the most frequent node color, a systematic mistake) or mixed (the expert, else a
+    uniformly random action)."""
+    mixed_epsilon: float = 0.6
+    """Noise probability of the recorded mixed data."""
+    mixed_episodes: int = 3000
+    """Episodes of the recorded mixed data."""
+    mixed_seed: int = 2
+    """Recording seed of the mixed data (not the evaluation seed)."""
+    rows: list[str] = field(default_factory=lambda: [r.key for r in ROWS])
+    """Rows to run (keys of the table)."""
+    quick: bool = False
+    """Smoke run: sets seeds=1, iterations=2, eval_every=1, eval_episodes=10,
+    mixed_episodes=200 (overriding those flags)."""
+    num_cpus: int | None = None
+    """CPUs for ray.init (default: all)."""
+    torch_threads: int = 1
+    """torch intra-op threads of this process, where the learner runs (0 leaves torch's
+    default). One thread: batches are small, and on a shared 2-CPU machine two spinning
+    threads per process made iterations up to ~20x slower."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    docs = field_docs(Config)
+    p = argparse.ArgumentParser(
+        prog="offline-graph experiment",
+        description="Train the learning-quality table (BC / MARWIL / bag of nodes, seeds).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--output", required=True, help=docs["output"])
+    kinds: dict[str, dict[str, Any]] = {
+        "seeds": {"type": int}, "iterations": {"type": int},
+        "updates_per_iteration": {"type": int}, "batch_size": {"type": int},
+        "lr": {"type": float}, "hidden": {"type": int}, "layers": {"type": int},
+        "eval_every": {"type": int}, "eval_episodes": {"type": int}, "eval_seed": {"type": int},
+        "expert_data": {}, "mixed_data": {}, "mixed_policy": {"choices": MIXED_POLICIES},
+        "mixed_epsilon": {"type": float}, "mixed_episodes": {"type": int},
+        "mixed_seed": {"type": int}, "rows": {"nargs": "+", "choices": [r.key for r in ROWS]},
+        "quick": {"action": "store_true"}, "num_cpus": {"type": int},
+        "torch_threads": {"type": int},
+    }
+    for f in dataclasses.fields(Config):
+        if f.name == "output":
+            continue
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        p.add_argument("--" + f.name.replace("_", "-"), default=default, help=docs[f.name],
+                       **kinds[f.name])
+    return p
+
+
+def check_config(cfg: Config) -> None:
+    """Refuse values that cannot work (message form of :mod:`offline_graph.data.errors`)."""
+
+    def bad(name: str, expected: str, hint: str) -> ConfigError:
+        return bad_value("experiment", cfg, name, expected, hint)
+
+    if cfg.seeds < 1:
+        raise bad("seeds", ">= 1", "Each row is trained once per seed.")
+    if cfg.eval_every < 1:
+        raise bad("eval_every", ">= 1", "It is the spacing of the learning-curve points.")
+    if cfg.eval_episodes < 1:
+        raise bad("eval_episodes", ">= 1", "The table is made of evaluation scores.")
+    if cfg.torch_threads < 0:
+        raise bad("torch_threads", ">= 0", "0 leaves torch's default.")
+    if cfg.mixed_episodes < 1:
+        raise bad("mixed_episodes", ">= 1", "Record at least one episode.")
+    if not 0.0 <= cfg.mixed_epsilon <= 1.0:
+        raise bad("mixed_epsilon", "in [0, 1]", "It is the probability of the noise action.")
+    if not os.path.isdir(cfg.expert_data) and any(r.data == "expert" for r in rows_of(cfg)):
+        raise bad("expert_data", "an existing directory", "Record it with offline-graph record.")
+    if cfg.mixed_data is not None and not os.path.exists(cfg.mixed_data):
+        raise bad("mixed_data", "an existing file or directory",
+                  "Leave it unset to record the mixed data into <output>/data.")
+    # The training settings are checked where they are used, by offline_graph.cli.train.
+    train.check_config(train_config(cfg, ROWS[0], cfg.expert_data, 0))
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    """Command line -> :class:`Config` (--quick applied; exits with status 2 on bad values)."""
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    cfg = Config(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(Config)})
+    if cfg.quick:
+        cfg = dataclasses.replace(cfg, **QUICK)  # type: ignore[arg-type]
+    try:
+        check_config(cfg)
+    except ConfigError as err:
+        parser.error(str(err))
+    return cfg
+
+
+def rows_of(cfg: Config) -> list[Row]:
+    return [r for r in ROWS if r.key in cfg.rows]
+
+
+def train_config(cfg: Config, row: Row, data: str, seed: int) -> train.Config:
+    """The ``offline-graph train`` settings of one run (no checkpoint is written)."""
+    return train.Config(
+        algo=row.algo, data=data, checkpoint=os.path.join(cfg.output, "runs", f"{row.key}-s{seed}"),
+        iterations=cfg.iterations, updates_per_iteration=cfg.updates_per_iteration,
+        batch_size=cfg.batch_size, lr=cfg.lr, beta=row.beta, hidden=cfg.hidden,
+        layers=cfg.layers, bag_of_nodes=row.bag_of_nodes, seed=seed,
+        eval_episodes=cfg.eval_episodes, eval_seed=cfg.eval_seed, num_cpus=cfg.num_cpus,
+    )
+
+
+# --------------------------------------------------------------------------- data
+def mixed_data(cfg: Config) -> tuple[str, str]:
+    """(path, how it was made) of the mixed-quality data; records it unless --mixed-data."""
+    from offline_graph.cli import record
+
+    if cfg.mixed_data is not None:
+        return cfg.mixed_data, f"given: {cfg.mixed_data}"
+    out = os.path.join(cfg.output, "data",
+                       f"{cfg.mixed_policy}-eps{cfg.mixed_epsilon:g}-n{cfg.mixed_episodes}"
+                       f"-s{cfg.mixed_seed}")
+    argv = ["--policy", cfg.mixed_policy, "--epsilon", f"{cfg.mixed_epsilon:g}",
+            "--episodes", str(cfg.mixed_episodes), "--seed", str(cfg.mixed_seed),
+            "--episodes-per-file", "500", "--output", out, "--overwrite", "--no-progress"]
+    summary = record.run(record.parse_args(argv))
+    print(f"recorded {summary['episodes']} episodes, {summary['transitions']} transitions, "
+          f"return mean {summary['return_mean']:.2f} in {summary['seconds']:.1f}s: {out}",
+          flush=True)
+    return out, "offline-graph record " + " ".join(argv)
+
+
+def baselines(cfg: Config, env_name: str) -> dict[str, float]:
+    """Mean returns of the expert and random policies on the evaluation episodes."""
+    from offline_graph.rllib.evaluation import baseline_scores
+
+    scores = baseline_scores(env_name, cfg.eval_episodes, cfg.eval_seed)
+    return {p: float(ev["mean_return"]) for p, ev in scores.items()}
+
+
+# --------------------------------------------------------------------------- one run
+def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> dict[str, Any]:
+    """Train as ``tcfg`` says (Ray already up), scoring the module every ``eval_every``
+    iterations; returns the curve, the final score and the seconds."""
+    from offline_graph.rllib.evaluation import evaluate_module, learner_module, normalized_score
+    from offline_graph.data.files import scan_files
+    from offline_graph.jobs.recording import DEFAULT_ENV, make_env
+
+    t_start = time.perf_counter()
+    scan = scan_files(tcfg.data, tcfg.on_error)  # type: ignore[arg-type]
+    env_name = train.data_metadata(scan.files).get("env") or DEFAULT_ENV
+    env = make_env(env_name, tcfg.env_config)
+    config = train.build_config(tcfg, scan.kind, env.observation_space, env.action_space)
+    env.close()
+    algo = config.build_algo()
+    curve: list[dict[str, Any]] = []
+    seconds: list[float] = []
+    eval_s = 0.0
+    try:
+        for it in range(1, tcfg.iterations + 1):
+            t = time.perf_counter()
+            rec = train.iteration_record(algo.train(), time.perf_counter() - t, it)
+            seconds.append(rec["seconds"])
+            if it % eval_every == 0 or it == tcfg.iterations:
+                t = time.perf_counter()
+                ev = evaluate_module(learner_module(algo), env_name, tcfg.eval_episodes,
+                                     tcfg.eval_seed, env_config=tcfg.env_config)
+                eval_s += time.perf_counter() - t
+                rec["mean_return"] = ev["mean_return"]
+                rec["score"] = normalized_score(ev["mean_return"], base["random"], base["expert"])
+                curve.append(rec)
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()  # the learners' Ray Data iterators, while Ray still runs
+    return {"seed": tcfg.seed, "score": curve[-1]["score"], "mean_return": curve[-1]["mean_return"],
+            "curve": curve, "iteration_seconds": seconds, "train_seconds": sum(seconds),
+            "eval_seconds": eval_s,
+            "seconds": time.perf_counter() - t_start}
+
+
+# --------------------------------------------------------------------------- table
+def row_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    scores = np.array([r["score"] for r in runs], dtype=float)
+    return {
+        "mean": float(scores.mean()),
+        "std": float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
+        "min": float(scores.min()), "max": float(scores.max()),
+        "scores": [float(s) for s in scores],
+        "seconds_per_run": float(np.mean([r["seconds"] for r in runs])),
+    }
+
+
+def gaps(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The comparisons the issue asks for, with the standard error of the difference."""
+    pairs = (("marwil-1", "bc", ">= 10"), ("marwil-0", "bc", "within noise"),
+             ("marwil-1", "bag-marwil-1", ">= 20"))
+    out = []
+    for a, b, target in pairs:
+        if a in stats and b in stats:
+            sa, sb = stats[a], stats[b]
+            se = float(np.sqrt(sa["std"] ** 2 / len(sa["scores"]) + sb["std"] ** 2 / len(sb["scores"])))
+            out.append({"a": a, "b": b, "diff": sa["mean"] - sb["mean"], "se": se, "target": target})
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    s = result["settings"]
+    lines = [
+        "| data | algorithm, module | score mean | std | min - max | per seed | s / run |",
+        "|------|-------------------|-----------:|----:|----------:|----------|--------:|",
+    ]
+    for row in result["rows"]:
+        st = row["stats"]
+        seeds = ", ".join(f"{v:.1f}" for v in st["scores"])
+        lines.append(
+            f"| {row['data']} | {row['label']} | {st['mean']:.1f} | {st['std']:.1f} | "
+            f"{st['min']:.1f} - {st['max']:.1f} | {seeds} | {st['seconds_per_run']:.0f} |"
+        )
+    lines.append("")
+    for g in result["gaps"]:
+        lines.append(f"- {g['a']} - {g['b']}: {g['diff']:+.1f} (standard error {g['se']:.1f}; "
+                     f"target {g['target']})")
+    lines.append(
+        f"\nSeeds 0..{s['seeds'] - 1}, {s['iterations']} iterations x {s['updates_per_iteration']} "
+        f"updates x {s['batch_size']} transitions, lr {s['lr']:g}, hidden {s['hidden']}, "
+        f"layers {s['layers']}; {s['eval_episodes']} evaluation episodes (seed {s['eval_seed']}): "
+        f"expert return {result['baselines']['expert']:.2f}, random "
+        f"{result['baselines']['random']:.2f}. Mixed data: {result['data']['mixed_made_by']}. "
+        f"Wall time {result['wall_seconds'] / 60:.1f} min."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def save_curves(path: str, result: dict[str, Any]) -> None:
+    """Score vs iteration: mean over seeds, min-max band; one panel per data set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [d for d in ("expert", "mixed") if any(r["data"] == d for r in result["rows"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
+    for ax, data in zip(axes[0], panels):
+        for row in (r for r in result["rows"] if r["data"] == data):
+            its = np.array([c["iteration"] for c in row["runs"][0]["curve"]])
+            sc = np.array([[c["score"] for c in run["curve"]] for run in row["runs"]])
+            (line,) = ax.plot(its, sc.mean(0), marker="o", ms=3, label=row["label"])
+            ax.fill_between(its, sc.min(0), sc.max(0), color=line.get_color(), alpha=0.2)
+        ax.axhline(100, color="grey", lw=0.8, ls="--")
+        ax.axhline(0, color="grey", lw=0.8, ls=":")
+        ax.set(xlabel="iteration", ylabel="normalized score (0 random, 100 expert)",
+               title=f"{data} data: {result['data'][data]}")
+        ax.title.set_fontsize(9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    fig.suptitle(f"mean over {result['settings']['seeds']} seed(s), band = min-max", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- main
+def run(cfg: Config) -> dict[str, Any]:
+    """The whole table as ``cfg`` says; returns what results.json holds."""
+    import ray
+
+    from offline_graph.data.files import scan_files
+    from offline_graph.jobs.recording import DEFAULT_ENV
+
+    import torch
+
+    t0 = time.perf_counter()
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    os.makedirs(cfg.output, exist_ok=True)
+    rows = rows_of(cfg)
+    data = {"expert": cfg.expert_data}
+    made_by = f"given: {cfg.expert_data}"
+    if any(r.data == "mixed" for r in rows):
+        data["mixed"], made_by = mixed_data(cfg)
+    files = scan_files(data[rows[0].data], "raise").files
+    base = baselines(cfg, train.data_metadata(files).get("env") or DEFAULT_ENV)
+    print(f"evaluation ({cfg.eval_episodes} episodes, seed {cfg.eval_seed}): expert return "
+          f"{base['expert']:.2f}, random {base['random']:.2f}", flush=True)
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=cfg.num_cpus, include_dashboard=False, log_to_driver=False)
+    results = []
+    try:
+        for row in rows:
+            runs = []
+            for seed in range(cfg.seeds):
+                r = train_run(train_config(cfg, row, data[row.data], seed), cfg.eval_every, base)
+                runs.append(r)
+                curve = " ".join(f"{c['score']:.0f}" for c in r["curve"])
+                print(f"{row.key:<13} seed {seed}: score {r['score']:6.1f}  ({r['seconds']:.0f}s: train "
+                      f"{r['train_seconds']:.0f}s, eval {r['eval_seconds']:.0f}s; curve {curve})  "
+                      f"[{(time.perf_counter() - t0) / 60:.1f} min]", flush=True)
+            results.append({"key": row.key, "data": row.data, "label": row.label,
+                            "algo": row.algo, "beta": row.beta, "bag_of_nodes": row.bag_of_nodes,
+                            "runs": runs, "stats": row_stats(runs)})
+    finally:
+        if started:
+            gc.collect()
+            ray.shutdown()
+
+    stats = {r["key"]: r["stats"] for r in results}
+    result = {
+        "settings": dataclasses.asdict(cfg),
+        "data": {"expert": data["expert"], "mixed": data.get("mixed"), "mixed_made_by": made_by},
+        "baselines": base,
+        "rows": results,
+        "gaps": gaps(stats),
+        "wall_seconds": time.perf_counter() - t0,
+        "versions": train._versions(),
+    }
+    paths = {k: os.path.join(cfg.output, n) for k, n in
+             (("json", "results.json"), ("md", "results.md"), ("png", "learning_curves.png"))}
+    result["files"] = paths
+    save_curves(paths["png"], result)
+    table = markdown(result)
+    with open(paths["md"], "w") as f:
+        f.write(table)
+    with open(paths["json"], "w") as f:
+        json.dump(result, f, indent=2, default=train._json_default)
+    print("\n" + table + "\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    train.quiet_ray_data()
+    try:
+        run(cfg)
+    except OfflineGraphError as err:
+        print(f"offline-graph experiment: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

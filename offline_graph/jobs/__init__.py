@@ -1,0 +1,1 @@
+"""Ray jobs: episode recording, the conversion job, run-wide accounting, the Ray Data source."""
