@@ -10,43 +10,32 @@ Input: ``GraphColumns`` of B graphs. Output (the learner's observation layout)::
     action_mask bool   [sumN] or [sumE]   only with a NodeAction / EdgeAction mask: allowed
                                    nodes (concatenated like x) or edges (like edge_attr)
 
-Batching rules are data (cf. PyG ``__inc__`` / ``__cat_dim__``): ``BATCHING_RULES`` says per
-key whether it is node-, edge- or graph-level and whether it is offset by the node count.
+Batching rules are data (cf. PyG ``__inc__`` / ``__cat_dim__``): both directions loop over
+:data:`offline_graph.data.columns.BATCHING_RULES` (level, growing axis, offset by the node
+count, batch key); only ``batch`` and ``ptr`` are built here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from offline_graph.data.columns import GraphColumns
-
-# key -> (level, offset by cumulative node count)
-BATCHING_RULES: dict[str, tuple[str, bool]] = {
-    "x": ("node", False),
-    "edge_index": ("edge", True),
-    "edge_attr": ("edge", False),
-    "batch": ("node", False),
-    "ptr": ("graph", False),
-    "action_mask": ("node or edge", False),
-}
+from offline_graph.data.columns import BATCHING_RULES, MASK_COLUMNS, GraphColumns
 
 
 def collate(graphs: GraphColumns) -> dict[str, np.ndarray]:
     """Batch ``graphs`` into the PyG layout above; the inverse is :func:`uncollate`."""
     ptr = graphs.node_ptr - graphs.node_ptr[0]
-    num_nodes = np.diff(ptr)
-    num_edges = np.diff(graphs.edge_ptr)
-    edge_offset = np.repeat(ptr[:-1], num_edges)
-    out = {
-        "x": graphs.x,
-        "edge_index": graphs.edge_index + edge_offset[None, :],
-        "batch": np.repeat(np.arange(len(num_nodes), dtype=np.int64), num_nodes),
-        "ptr": ptr,
+    graph_ids = np.arange(len(graphs), dtype=np.int64)
+    first_node = {  # per node / per edge: the first node index of its graph
+        "node": lambda: np.repeat(ptr[:-1], graphs.num_nodes),
+        "edge": lambda: np.repeat(ptr[:-1], graphs.num_edges),
     }
-    if graphs.edge_attr is not None:
-        out["edge_attr"] = graphs.edge_attr
-    if graphs.action_mask is not None:
-        out["action_mask"] = graphs.action_mask
+    out = {"batch": np.repeat(graph_ids, graphs.num_nodes), "ptr": ptr}
+    for key, value in graphs.present().items():
+        rule = BATCHING_RULES[key]
+        if rule.offset_by_nodes:
+            value = value + np.expand_dims(first_node[rule.level](), tuple(range(rule.axis)))
+        out[rule.batch_key] = value
     return out
 
 
@@ -57,20 +46,20 @@ def uncollate(batch: dict[str, np.ndarray], mask_level: str | None = None) -> Gr
     """
     ptr = np.asarray(batch["ptr"], dtype=np.int64)
     edge_index = np.asarray(batch["edge_index"], dtype=np.int64)
-    graph_of_edge = np.asarray(batch["batch"])[edge_index[0]] if edge_index.size else np.zeros(
-        0, np.int64
-    )
-    num_edges = np.bincount(graph_of_edge, minlength=len(ptr) - 1).astype(np.int64)
+    graph_of = {
+        "node": np.asarray(batch["batch"], dtype=np.int64),
+        "edge": np.asarray(batch["batch"])[edge_index[0]] if edge_index.size else np.zeros(0, np.int64),
+    }
+    num_edges = np.bincount(graph_of["edge"], minlength=len(ptr) - 1).astype(np.int64)
     edge_ptr = np.zeros(len(ptr), dtype=np.int64)
     np.cumsum(num_edges, out=edge_ptr[1:])
-    local = edge_index - ptr[graph_of_edge][None, :]
-    graphs = GraphColumns(
-        x=np.asarray(batch["x"]),
-        node_ptr=ptr,
-        edge_index=local,
-        edge_ptr=edge_ptr,
-        edge_attr=batch.get("edge_attr"),
-    )
-    if mask_level is not None and batch.get("action_mask") is not None:
-        graphs.set_mask(mask_level, batch["action_mask"])
-    return graphs
+    columns: dict[str, np.ndarray] = {}
+    for key, rule in BATCHING_RULES.items():
+        value = batch.get(rule.batch_key)
+        if value is None or (key in MASK_COLUMNS and rule.level != mask_level):
+            continue
+        value = np.asarray(value)
+        if rule.offset_by_nodes:
+            value = value - np.expand_dims(ptr[graph_of[rule.level]], tuple(range(rule.axis)))
+        columns[key] = value
+    return GraphColumns(node_ptr=ptr, edge_ptr=edge_ptr, **columns)

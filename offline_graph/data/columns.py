@@ -13,17 +13,47 @@
 The masks are the observation dicts' ``action_mask`` (see :mod:`offline_graph.data.spaces`); they
 are concatenated like ``x`` (node masks) or like ``edge_attr`` (edge masks).
 
-Every operation here (build, take, concat) is vectorized over whole columns.
+Every operation here (build, take, slice, concat) is vectorized over whole columns and driven
+by one table, :data:`BATCHING_RULES` (cf. PyG ``__inc__`` / ``__cat_dim__``): per column, whether
+it is node- or edge-level, along which axis it grows, whether collation offsets it by the
+graph's first node index, and its key in a collated batch. ``collate`` / ``uncollate`` and the
+Arrow row layout (``offline_graph.data.transitions``) read the same table.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 
 from offline_graph.data.graph import GraphDict
+
+
+@dataclass(frozen=True)
+class BatchingRule:
+    """How one graph column is stored, sliced and batched."""
+
+    level: Literal["node", "edge"]
+    """The column has one entry per node (offsets ``node_ptr``) or per edge (``edge_ptr``)."""
+    axis: int
+    """The axis that grows with the node / edge count (``edge_index [2, E]``: 1)."""
+    offset_by_nodes: bool
+    """Collation adds the graph's first node index (PyG ``__inc__``): node indices."""
+    batch_key: str
+    """The key in a collated batch (both masks become the observation's ``action_mask``)."""
+
+
+BATCHING_RULES: dict[str, BatchingRule] = {
+    "x": BatchingRule("node", 0, False, "x"),
+    "edge_index": BatchingRule("edge", 1, True, "edge_index"),
+    "edge_attr": BatchingRule("edge", 0, False, "edge_attr"),
+    "node_mask": BatchingRule("node", 0, False, "action_mask"),
+    "edge_mask": BatchingRule("edge", 0, False, "action_mask"),
+}
+"""The graph columns of :class:`GraphColumns`, in storage order."""
+MASK_COLUMNS = ("node_mask", "edge_mask")
+"""Optional per-column: a part without a mask the others have allows every choice."""
 
 
 def ragged_gather_index(ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -91,6 +121,10 @@ class GraphColumns:
         """Edges per graph, int64 [G]."""
         return np.diff(self.edge_ptr)
 
+    def present(self) -> dict[str, np.ndarray]:
+        """The graph columns that are stored (not None), in :data:`BATCHING_RULES` order."""
+        return {k: v for k in BATCHING_RULES if (v := getattr(self, k)) is not None}
+
     def choice_ptr(self, level: str) -> np.ndarray:
         """Offsets of the choices of a ``"node"`` / ``"edge"`` selection action."""
         return self.node_ptr if level == "node" else self.edge_ptr
@@ -114,8 +148,7 @@ class GraphColumns:
     @property
     def nbytes(self) -> int:
         """Bytes of the real payload (node, edge and feature arrays; offsets excluded)."""
-        extra = sum(a.nbytes for a in (self.edge_attr, self.node_mask, self.edge_mask) if a is not None)
-        return int(self.x.nbytes + self.edge_index.nbytes + extra)
+        return int(sum(a.nbytes for a in self.present().values()))
 
     @classmethod
     def from_graphs(
@@ -161,42 +194,35 @@ class GraphColumns:
         """Graph ``g`` as an observation dict (views, no copies)."""
         n0, n1 = self.node_ptr[g], self.node_ptr[g + 1]
         e0, e1 = self.edge_ptr[g], self.edge_ptr[g + 1]
-        out: GraphDict = {"x": self.x[n0:n1], "edge_index": self.edge_index[:, e0:e1]}
-        if self.edge_attr is not None:
-            out["edge_attr"] = self.edge_attr[e0:e1]
-        if self.node_mask is not None:
-            out["action_mask"] = self.node_mask[n0:n1]
-        if self.edge_mask is not None:
-            out["action_mask"] = self.edge_mask[e0:e1]
-        return out
+        bounds = {"node": slice(n0, n1), "edge": slice(e0, e1)}
+        out: dict[str, np.ndarray] = {}
+        for key, value in self.present().items():
+            rule = BATCHING_RULES[key]
+            out[rule.batch_key] = _along(value, rule.axis, bounds[rule.level])
+        return out  # type: ignore[return-value]
 
     def take(self, idx: np.ndarray) -> "GraphColumns":
         """The graphs ``idx`` (any order, repeats allowed), as new columns."""
         idx = np.asarray(idx, dtype=np.int64)
-        nsel = ragged_gather_index(self.node_ptr, idx)
-        esel = ragged_gather_index(self.edge_ptr, idx)
+        sel = {"node": ragged_gather_index(self.node_ptr, idx),
+               "edge": ragged_gather_index(self.edge_ptr, idx)}
         return GraphColumns(
-            x=self.x[nsel],
             node_ptr=counts_to_ptr(self.num_nodes[idx]),
-            edge_index=self.edge_index[:, esel],
             edge_ptr=counts_to_ptr(self.num_edges[idx]),
-            edge_attr=None if self.edge_attr is None else self.edge_attr[esel],
-            node_mask=None if self.node_mask is None else self.node_mask[nsel],
-            edge_mask=None if self.edge_mask is None else self.edge_mask[esel],
+            **{k: _along(v, BATCHING_RULES[k].axis, sel[BATCHING_RULES[k].level])
+               for k, v in self.present().items()},
         )
 
     def slice(self, start: int, stop: int) -> "GraphColumns":
         """Graphs ``start..stop-1`` as views."""
         n0, n1 = self.node_ptr[start], self.node_ptr[stop]
         e0, e1 = self.edge_ptr[start], self.edge_ptr[stop]
+        bounds = {"node": slice(n0, n1), "edge": slice(e0, e1)}
         return GraphColumns(
-            x=self.x[n0:n1],
             node_ptr=self.node_ptr[start : stop + 1] - n0,
-            edge_index=self.edge_index[:, e0:e1],
             edge_ptr=self.edge_ptr[start : stop + 1] - e0,
-            edge_attr=None if self.edge_attr is None else self.edge_attr[e0:e1],
-            node_mask=None if self.node_mask is None else self.node_mask[n0:n1],
-            edge_mask=None if self.edge_mask is None else self.edge_mask[e0:e1],
+            **{k: _along(v, BATCHING_RULES[k].axis, bounds[BATCHING_RULES[k].level])
+               for k, v in self.present().items()},
         )
 
     @staticmethod
@@ -205,22 +231,24 @@ class GraphColumns:
         contributes all-allowed entries)."""
         if len(parts) == 1:
             return parts[0]
-
-        def masks(name: str, counts: str) -> np.ndarray | None:
-            if all(getattr(p, name) is None for p in parts):
-                return None
-            return masks_or_allowed([getattr(p, name) for p in parts],
-                                    [int(getattr(p, counts).sum()) for p in parts])
-
-        node_ptr = counts_to_ptr(np.concatenate([p.num_nodes for p in parts]))
-        edge_ptr = counts_to_ptr(np.concatenate([p.num_edges for p in parts]))
-        has_ea = parts[0].edge_attr is not None
+        columns: dict[str, np.ndarray | None] = {}
+        for key, rule in BATCHING_RULES.items():
+            values = [getattr(p, key) for p in parts]
+            if all(v is None for v in values):
+                columns[key] = None
+            elif key in MASK_COLUMNS:
+                counts = [int(p.choice_ptr(rule.level)[-1] - p.choice_ptr(rule.level)[0])
+                          for p in parts]
+                columns[key] = masks_or_allowed(values, counts)
+            else:
+                columns[key] = np.concatenate(values, axis=rule.axis)
         return GraphColumns(
-            x=np.concatenate([p.x for p in parts]),
-            node_ptr=node_ptr,
-            edge_index=np.concatenate([p.edge_index for p in parts], axis=1),
-            edge_ptr=edge_ptr,
-            edge_attr=np.concatenate([p.edge_attr for p in parts]) if has_ea else None,  # type: ignore[misc]
-            node_mask=masks("node_mask", "num_nodes"),
-            edge_mask=masks("edge_mask", "num_edges"),
+            node_ptr=counts_to_ptr(np.concatenate([p.num_nodes for p in parts])),
+            edge_ptr=counts_to_ptr(np.concatenate([p.num_edges for p in parts])),
+            **columns,  # type: ignore[arg-type]
         )
+
+
+def _along(value: np.ndarray, axis: int, index: slice | np.ndarray) -> np.ndarray:
+    """``value[index]`` along ``axis`` (a view for a slice, a gather for an index array)."""
+    return value[index] if axis == 0 else value[(slice(None),) * axis + (index,)]

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 
 class OfflineGraphError(ValueError):
-    """Base class of every error raised by offline_graph on bad input or configuration."""
+    """Base class of every error raised by offline_graph on bad input or configuration.
+
+    ``reason`` is the short rejection reason that skip mode counts by (e.g. ``"schema"``,
+    ``"duplicate_id"``, a validation check's name); None where there is none.
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class FormatVersionError(OfflineGraphError):
@@ -77,16 +85,13 @@ def find_project_error(err: BaseException) -> OfflineGraphError | None:
         if isinstance(e, OfflineGraphError):
             return e
         stack += [e.__cause__, e.__context__, getattr(e, "cause", None)]
-    matches = re.findall(r"offline_graph\.errors\.(\w+): (.*)", str(err))
+    matches = re.findall(r"offline_graph\.(?:data\.)?errors\.(\w+): (.*)", str(err))
     if not matches:
         return None
     name, message = matches[-1]
     cls = getattr(sys.modules[__name__], name, OfflineGraphError)
-    found = cls(message.strip())
     reason = re.search(r"\[reason: (\w+)\]$", message.strip())
-    if reason:
-        found.reason = reason.group(1)  # type: ignore[attr-defined]
-    return found
+    return cls(message.strip(), reason=reason.group(1) if reason else None)
 
 
 def reraise_project_error(err: BaseException) -> None:

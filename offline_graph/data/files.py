@@ -76,29 +76,28 @@ def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> di
     except Exception as err:  # pyarrow raises several types for damaged files
         e = FormatVersionError(
             f"{where(file=path)}: file must be a complete Parquet file (found {type(err).__name__}: "
-            f"{err}). The file is truncated or not Parquet; re-record or re-convert it."
+            f"{err}). The file is truncated or not Parquet; re-record or re-convert it.",
+            reason="unreadable_file",
         )
-        e.reason = "unreadable_file"  # type: ignore[attr-defined]
         raise e from err
     try:
         meta = parse_metadata(schema.metadata, path)
     except FormatVersionError as err:
-        err.reason = "format_version"  # type: ignore[attr-defined]
-        raise
+        raise FormatVersionError(str(err), reason="format_version") from err
     for name, types in REQUIRED[meta["kind"]].items():
         if name not in schema.names:
             e = SchemaError(
                 f"{where(file=path, column=name)}: column must be present in {meta['kind']} "
-                f"files (found columns {schema.names}). The file was written by another tool."
+                f"files (found columns {schema.names}). The file was written by another tool.",
+                reason="schema",
             )
-            e.reason = "schema"  # type: ignore[attr-defined]
             raise e
         if types and schema.field(name).type not in types:
             e = SchemaError(
                 f"{where(file=path, column=name)}: column type must be binary (found "
-                f"{schema.field(name).type}). Episode rows hold msgpack bytes."
+                f"{schema.field(name).type}). Episode rows hold msgpack bytes.",
+                reason="schema",
             )
-            e.reason = "schema"  # type: ignore[attr-defined]
             raise e
     return meta
 
@@ -118,7 +117,7 @@ def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> Fil
         except OfflineGraphError as err:
             if on_error == "raise":
                 raise
-            reason = getattr(err, "reason", "unreadable_file")
+            reason = err.reason or "unreadable_file"
             scan.rejected[reason] += 1
             scan.examples.setdefault(reason, str(err))
             continue

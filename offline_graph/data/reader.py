@@ -130,21 +130,19 @@ def read_episodes(
                 err = OfflineGraphError(
                     f"{where(file=path, episode_id=ep.id)}: episode id must be unique (found "
                     "a second episode with this id). Duplicate rows in the data set; "
-                    "de-duplicate the files."
+                    "de-duplicate the files.",
+                    reason="duplicate_id",
                 )
-                err.reason = "duplicate_id"  # type: ignore[attr-defined]
                 raise err
         except OfflineGraphError as err:
-            reason = getattr(err, "reason", "decode")
+            reason = err.reason or "decode"
             if on_error == "raise":
                 row = locate_row(path, item, last=reason == "duplicate_id")
                 msg = str(err)
                 if row is not None and path is not None:
                     msg = msg.replace(f"file {path}", f"file {path}, row {row}", 1)
                 msg += REASON_SUFFIX.format(reason)
-                clean = type(err)(msg)
-                clean.reason = reason  # type: ignore[attr-defined]
-                raise clean from err
+                raise type(err)(msg, reason=reason) from err
             stats.rejected[reason] += 1
             stats.examples.setdefault(reason, str(err))
             continue

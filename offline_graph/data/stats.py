@@ -132,9 +132,9 @@ def _check_spec(spec: EpisodeSpec, col: Collected, ctx: str) -> None:
         err = OfflineGraphError(
             f"{ctx}: observation sizes must match the rest of the data, F={col.num_features} "
             f"and D={col.edge_dim} (found F={spec.num_features}, D={spec.edge_dim}). The "
-            "files mix episodes of different observation spaces; inspect them separately."
+            "files mix episodes of different observation spaces; inspect them separately.",
+            reason="spec_mismatch",
         )
-        err.reason = "spec_mismatch"  # type: ignore[attr-defined]
         raise err
 
 
@@ -171,7 +171,7 @@ def collect(path: str, *, strict: bool = False) -> Collected:
             except OfflineGraphError as err:
                 if strict:
                     raise
-                reason = getattr(err, "reason", "decode")
+                reason = err.reason or "decode"
                 col.rejected[reason] += 1
                 col.first_error.setdefault(reason, str(err))
                 continue

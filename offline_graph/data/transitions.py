@@ -29,11 +29,11 @@ import numpy as np
 import pyarrow as pa
 
 from offline_graph.data.collate import collate
-from offline_graph.data.columns import GraphColumns, counts_to_ptr
+from offline_graph.data.columns import BATCHING_RULES, GraphColumns, counts_to_ptr
 from offline_graph.data.returns import discounted_returns
 from offline_graph.data.validation import Episode, EpisodeSpec
 
-GRAPH_COLUMNS = ("x", "edge_index", "edge_attr", "node_mask", "edge_mask")
+GRAPH_COLUMNS = tuple(BATCHING_RULES)
 # Columns the BC / MARWIL losses never read; dropped on the way to the learner.
 BOOKKEEPING_COLUMNS = ("rewards", "terminateds", "truncateds", "eps_id", "t")
 
@@ -193,20 +193,18 @@ def unragged_column(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.
 
 
 def graph_arrays(graphs: GraphColumns) -> dict[str, pa.Array]:
-    """The ragged graph columns (``x``, ``edge_index``, ``edge_attr``) of ``graphs``; the
-    inverse is :func:`table_to_graphs`."""
-    arrays = {
-        "x": ragged_column(graphs.x, graphs.node_ptr),
-        "edge_index": ragged_column(np.ascontiguousarray(graphs.edge_index.T), graphs.edge_ptr),
-    }
-    if graphs.edge_attr is not None:
-        arrays["edge_attr"] = ragged_column(graphs.edge_attr, graphs.edge_ptr)
-    for name, mask, ptr in (("node_mask", graphs.node_mask, graphs.node_ptr),
-                            ("edge_mask", graphs.edge_mask, graphs.edge_ptr)):
-        if mask is not None:
-            arrays[name] = pa.ListArray.from_arrays(
-                pa.array((ptr - ptr[0]).astype(np.int32)), pa.array(mask, pa.bool_())
+    """The ragged graph columns of ``graphs`` (one list per transition, the growing axis
+    first: ``edge_index`` edge-major); the inverse is :func:`table_to_graphs`."""
+    arrays = {}
+    for key, value in graphs.present().items():
+        rule = BATCHING_RULES[key]
+        ptr = graphs.choice_ptr(rule.level)
+        if value.ndim == 1:
+            arrays[key] = pa.ListArray.from_arrays(
+                pa.array((ptr - ptr[0]).astype(np.int32)), pa.array(value)
             )
+        else:
+            arrays[key] = ragged_column(np.ascontiguousarray(np.moveaxis(value, rule.axis, 0)), ptr)
     return arrays
 
 
@@ -216,23 +214,25 @@ def _bool_list(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return arr.flatten().to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
 
+_DTYPES = {"x": np.float32, "edge_index": np.int64, "edge_attr": np.float32}
+
+
 def table_to_graphs(table: pa.Table) -> GraphColumns:
-    """The graph columns of a transition table as :class:`GraphColumns`."""
-    x, node_ptr = unragged_column(table.column("x"))
-    pairs, edge_ptr = unragged_column(table.column("edge_index"))
-    edge_attr = None
-    if "edge_attr" in table.column_names:
-        edge_attr, _ = unragged_column(table.column("edge_attr"))
-    names = table.column_names
-    return GraphColumns(
-        x=x.astype(np.float32, copy=False),
-        node_ptr=node_ptr,
-        edge_index=np.ascontiguousarray(pairs.T).astype(np.int64, copy=False),
-        edge_ptr=edge_ptr,
-        edge_attr=None if edge_attr is None else edge_attr.astype(np.float32, copy=False),
-        node_mask=_bool_list(table.column("node_mask")) if "node_mask" in names else None,
-        edge_mask=_bool_list(table.column("edge_mask")) if "edge_mask" in names else None,
-    )
+    """The graph columns of a transition table as :class:`GraphColumns` (inverse of
+    :func:`graph_arrays`)."""
+    columns: dict[str, np.ndarray] = {}
+    ptrs: dict[str, np.ndarray] = {}
+    for key, rule in BATCHING_RULES.items():
+        if key not in table.column_names:
+            continue
+        column = table.column(key)
+        if pa.types.is_boolean(column.type.value_type):
+            columns[key] = _bool_list(column)
+            continue
+        values, ptrs[rule.level] = unragged_column(column)
+        values = np.ascontiguousarray(np.moveaxis(values, 0, rule.axis))
+        columns[key] = values.astype(_DTYPES.get(key, values.dtype), copy=False)
+    return GraphColumns(node_ptr=ptrs["node"], edge_ptr=ptrs["edge"], **columns)
 
 
 def table_to_batch(table: pa.Table, drop: Sequence[str] = BOOKKEEPING_COLUMNS) -> dict[str, object]:

@@ -69,9 +69,7 @@ class Episode:
 
 
 def _fail(reason: str, msg: str) -> GraphValidationError:
-    err = GraphValidationError(msg)
-    err.reason = reason  # type: ignore[attr-defined]
-    return err
+    return GraphValidationError(msg, reason=reason)
 
 
 def validate_episode(

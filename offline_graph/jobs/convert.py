@@ -277,8 +277,8 @@ def _verify_output(output: str) -> tuple[int, int, int]:
             f"convert, output {output}: (eps_id, t) must be unique (found "
             f"{rows - pairs.num_rows} repeated transitions, e.g. of episode {dup!r}). The same "
             "episode id occurs in several input blocks; de-duplicate the input files "
-            "(within one block duplicates are skipped/raised like any bad episode)."
+            "(within one block duplicates are skipped/raised like any bad episode).",
+            reason="duplicate_id",
         )
-        err.reason = "duplicate_id"  # type: ignore[attr-defined]
         raise err
     return rows, len(pc.unique(eps)), sum(os.path.getsize(f) for f in files)
