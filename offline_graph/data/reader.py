@@ -203,13 +203,6 @@ def read_transitions(
     return parts
 
 
-def episodes_to_transitions(episodes: Sequence[Episode], gamma: float) -> Transitions | None:
-    """Transitions of ``episodes`` (None when there are none)."""
-    if not episodes:
-        return None
-    return Transitions.from_episodes(episodes, gamma)
-
-
 def log_rejections(stats: ReadStats, who: str) -> None:
     """One summary line per rejection reason."""
     for reason, count in sorted(stats.rejected.items()):

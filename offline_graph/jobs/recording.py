@@ -54,7 +54,6 @@ def episode_seeds(seed: int, index: int) -> tuple[int, np.random.Generator]:
     return int(env_seed.generate_state(1)[0]), np.random.default_rng(pol_seed)
 
 
-PolicyFactory = Callable[[gym.Env, np.random.Generator], Callable[[GraphDict, dict], int]]
 Policy = Callable[[GraphDict, dict], int]
 
 DEFAULT_MASK_KEY = "action_mask"
