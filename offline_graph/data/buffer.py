@@ -84,11 +84,11 @@ class TransitionBuffer:
             )
         idx = self._rng.integers(0, self._size, size=num)
         live = self._consolidated_live()
-        sources = ([self._data] if live else []) + self._pending
+        sources = ([self._data] if live and self._data is not None else []) + self._pending
         offsets = ([self._start] if live else []) + [0] * len(self._pending)
         if len(sources) == 1:
             return sources[0].take(idx + offsets[0])
-        starts = np.cumsum([0] + [len(src) - off for src, off in zip(sources, offsets)])
+        starts: np.ndarray = np.cumsum([0] + [len(src) - off for src, off in zip(sources, offsets)])
         which = np.searchsorted(starts, idx, side="right") - 1
         order = np.argsort(which, kind="stable")
         parts = [

@@ -73,7 +73,9 @@ def ragged_gather_index(ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - out_ptr[seg] + starts[seg]
 
 
-def masks_or_allowed(masks: Sequence[np.ndarray | None], counts: Sequence[int]) -> np.ndarray:
+def masks_or_allowed(
+    masks: Sequence[np.ndarray | None], counts: Sequence[int] | np.ndarray
+) -> np.ndarray:
     """Concatenate per-graph bool masks; a missing mask (None) allows all ``counts[i]`` choices."""
     if not len(masks):
         return np.zeros(0, bool)

@@ -121,6 +121,7 @@ def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | N
                           pairs.T, edge_ptr, edge_attr)
     if spec.action_level is not None:
         counts = np.diff(graphs.choice_ptr(spec.action_level))
+        mask: np.ndarray | None
         if mm is None:  # no recorded masks: every choice allowed
             mask = np.ones(int(counts.sum()), bool)
         else:

@@ -25,7 +25,7 @@ from offline_graph.data.errors import (
 )
 from offline_graph.data.format import parse_metadata
 
-REQUIRED = {
+REQUIRED: dict[str, dict[str, tuple[pa.DataType, ...] | None]] = {
     "episodes": {"item": (pa.binary(), pa.large_binary())},
     "transitions": {"actions": None, "x": None, "edge_index": None},
 }
@@ -74,31 +74,28 @@ def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> di
             row_groups.extend((footer.row_group(g).num_rows, footer.row_group(g).total_byte_size)
                               for g in range(footer.num_row_groups))
     except Exception as err:  # pyarrow raises several types for damaged files
-        e = FormatVersionError(
+        raise FormatVersionError(
             f"{where(file=path)}: file must be a complete Parquet file (found {type(err).__name__}: "
             f"{err}). The file is truncated or not Parquet; re-record or re-convert it.",
             reason="unreadable_file",
-        )
-        raise e from err
+        ) from err
     try:
         meta = parse_metadata(schema.metadata, path)
     except FormatVersionError as err:
         raise FormatVersionError(str(err), reason="format_version") from err
     for name, types in REQUIRED[meta["kind"]].items():
         if name not in schema.names:
-            e = SchemaError(
+            raise SchemaError(
                 f"{where(file=path, column=name)}: column must be present in {meta['kind']} "
                 f"files (found columns {schema.names}). The file was written by another tool.",
                 reason="schema",
             )
-            raise e
         if types and schema.field(name).type not in types:
-            e = SchemaError(
+            raise SchemaError(
                 f"{where(file=path, column=name)}: column type must be binary (found "
                 f"{schema.field(name).type}). Episode rows hold msgpack bytes.",
                 reason="schema",
             )
-            raise e
     return meta
 
 

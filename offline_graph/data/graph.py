@@ -68,6 +68,8 @@ def space_sizes(space: Any) -> tuple[int, int | None]:
 
     Accepts a ``gymnasium.spaces.Graph`` or a ``Dict`` with ``x`` / ``edge_attr`` Box entries.
     """
+    node_space: Any
+    edge_space: Any
     if isinstance(space, gym.spaces.Graph):
         node_space, edge_space = space.node_space, space.edge_space
     elif isinstance(space, gym.spaces.Dict) and "x" in space.spaces:

@@ -86,7 +86,8 @@ def spec_from_raw(raw: RawEpisode) -> EpisodeSpec:
     level = None
     if isinstance(first, dict) and first.get("action_mask") is not None:
         # a recorded mask means a selection space: node-level if it has one entry per node
-        num_nodes = int(np.shape(first.get("x"))[0]) if np.ndim(first.get("x")) else -1
+        first_x = first.get("x")
+        num_nodes = int(np.shape(first_x)[0]) if first_x is not None and np.ndim(first_x) else -1
         level = "node" if np.shape(first["action_mask"]) == (num_nodes,) else "edge"
         k = 1 << 40  # the space's limit is unknown here; only per-step ranges are checked
     return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=k, action_level=level)

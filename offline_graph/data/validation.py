@@ -204,7 +204,7 @@ def _collect_masks(obs: list[Any], graphs: GraphColumns, spec: EpisodeSpec, ctx:
     graphs.set_mask(level, masks_or_allowed(masks, counts))
 
 
-def _first_bad_step(bad: np.ndarray, ptr: np.ndarray) -> int:
+def _first_bad_step(bad: Any, ptr: np.ndarray) -> int:
     """Step of the first flagged element of a ragged array with offsets ``ptr``."""
     return int(np.searchsorted(ptr, int(np.argmax(bad)), side="right") - 1)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pyarrow as pa
@@ -54,8 +55,8 @@ def episode_source(scan: FileScan, rows_per_task: int, batch_rows: int) -> Any:
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                            data_context: Any = None) -> list[Any]:
             return [
-                ReadTask(lambda p=path, g=groups: read(p, g),
-                         BlockMetadata(num_rows=rows, size_bytes=int(size), input_files=[path],
+                ReadTask(functools.partial(read, path, groups),
+                         BlockMetadata(num_rows=rows, size_bytes=int(size), input_files=(path,),
                                        exec_stats=None),
                          schema=schema, per_task_row_limit=per_task_row_limit)
                 for path, groups, rows, size in units
