@@ -100,3 +100,32 @@ def test_selection_masks_same_as_full_path(level, with_masks):
                 else np.ones(sum(n if level == "node" else e for n, e in sizes), bool))
     np.testing.assert_array_equal(getattr(fast.obs, name), expected)
     np.testing.assert_array_equal(getattr(full.obs, name), expected)
+
+
+def test_numpy_scalar_actions_and_rewards_read_like_python_numbers() -> None:
+    """add_env_step(action=np.argmax(...)) stores numpy scalars; RLlib reads them back, so do we."""
+    import msgpack
+    import msgpack_numpy as mnp
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from offline_graph.data.fast_episode import scalar_column
+    from offline_graph.data.reader import ReadStats, read_transitions
+
+    def graph(n: int) -> dict:
+        return {"x": np.full((n, 3), n, np.float32), "edge_index": np.array([[0], [n - 1]], np.int64)}
+
+    spec = EpisodeSpec(num_features=3, edge_dim=None, num_actions=4)
+    for act, rew in ((np.int64, np.float64), (np.int32, np.float32), (np.uint8, np.float16), (np.int16, int)):
+        ep = SingleAgentEpisode(observations=[graph(2)], infos=[{}], len_lookback_buffer=0)
+        for t in range(3):
+            ep.add_env_step(observation=graph(3 + t), action=act(3 - t), reward=rew(t), terminated=t == 2)
+        item = msgpack.packb(ep.get_state(), default=mnp.encode)
+        raw = decode_state(item, raw_arrays=True)
+        assert scalar_column(raw.actions).tolist() == [3, 2, 1]
+        parts = read_transitions([item], [None], spec, 0.5, on_error="raise", seen_ids={}, stats=ReadStats())
+        assert [p.actions.tolist() for p in parts] == [[3, 2, 1]]
+        assert parts[0].rewards.tolist() == [0.0, 1.0, 2.0]
+        assert parts[0].value_targets.tolist() == [0.0 + 0.5 * (1.0 + 0.5 * 2.0), 1.0 + 0.5 * 2.0, 2.0]
+        assert parts[0].obs.num_nodes.tolist() == [2, 3, 4]
+    mixed = [{b"nd": False, b"type": "<i4", b"data": b"\x02\x00\x00\x00"}, 1]
+    assert scalar_column(mixed).tolist() == [2, 1]

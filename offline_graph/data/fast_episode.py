@@ -22,6 +22,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Sequence
 
+import msgpack_numpy as mnp
 import numpy as np
 
 from offline_graph.data.columns import GraphColumns, counts_to_ptr
@@ -66,6 +67,22 @@ def _join(maps: list[Any], dtype: np.dtype, count: int) -> np.ndarray | None:
     if len(data) != count * dtype.itemsize:
         return None
     return np.frombuffer(data, dtype=dtype)
+
+
+def scalar_column(values: Sequence[Any]) -> np.ndarray:
+    """T actions or rewards as a 1-D array. Raw decoding leaves numpy scalars (what
+    ``add_env_step(action=np.argmax(...))`` stores) as msgpack-numpy maps
+    ``{b"nd": False, b"type", b"data"}``: one dtype is joined at once, mixed ones decoded each."""
+    if not values or not isinstance(values[0], dict):
+        return np.asarray(values)
+    if all(isinstance(v, dict) and v.get(b"nd") is False for v in values):
+        types = {v[b"type"] for v in values}
+        if len(types) == 1 and isinstance(descr := next(iter(types)), str):
+            dtype = np.dtype(descr)
+            joined = _join(list(values), dtype, len(values))
+            if joined is not None:
+                return joined
+    return np.asarray([mnp.decode(v) if isinstance(v, dict) else v for v in values])
 
 
 _X, _EI, _EA, _MASK = (operator.itemgetter(k) for k in ("x", "edge_index", "edge_attr", "action_mask"))
@@ -160,8 +177,8 @@ def fast_episode(
     if graphs is None:
         return None
     graphs.edge_index = np.ascontiguousarray(graphs.edge_index)  # [2, E] row-major
-    acts = np.asarray(raw.actions)
-    rews = np.asarray(raw.rewards)
+    acts = scalar_column(raw.actions)
+    rews = scalar_column(raw.rewards)
 
     def ctx(t: int | None = None, column: str | None = None) -> str:
         return where(file=file, row=row, episode_id=raw.id, t=t, column=column)
@@ -216,8 +233,8 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
     last = _graphs(finals, spec, masked)
     if graphs is None or last is None:
         return None
-    acts = np.asarray(actions)
-    rews = np.asarray(rewards)
+    acts = scalar_column(actions)
+    rews = scalar_column(rewards)
     if not (values_ok(graphs) and values_ok(last)):
         return None
     try:
