@@ -4,6 +4,7 @@ import json
 import os
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -83,6 +84,10 @@ def test_three_episodes_convert_to_exact_rows(tmp_path):
     on_disk = json.load(open(os.path.join(out, REPORT_NAME)))
     assert on_disk["episodes_in"] == 3 and on_disk["transitions_out"] == 6
     assert on_disk["rejected_by_reason"] == {} and report["episodes_out"] == 3
+    # any Parquet reader opens the output directory as the data set (the report is a side file)
+    assert REPORT_NAME.startswith("_")
+    assert pq.read_table(out).column("actions").to_pylist() == [0, 1, 2, 1, 1, 0]
+    assert pd.read_parquet(out)["t"].tolist() == [0, 1, 0, 0, 1, 2]
     # one task at a time (--workers 1) writes the same rows
     capped = str(tmp_path / "rows1")
     convert(ConvertConfig(input=str(src), output=capped, spec=SPEC, gamma=0.5, num_workers=1))

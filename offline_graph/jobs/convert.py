@@ -47,7 +47,11 @@ from offline_graph.data.transitions import transition_schema
 from offline_graph.data.validation import EpisodeSpec
 
 logger = logging.getLogger(__name__)
-REPORT_NAME = "conversion_report.json"
+REPORT_NAME = "_conversion_report.json"
+"""Side files start with "_" (the Hadoop/Spark convention, as in ``_SUCCESS``): pyarrow, pandas,
+Polars, DuckDB and Ray Data then read the output directory as the data set. Directories
+converted before 2026-11-23 hold ``conversion_report.json``; our readers list only Parquet
+files, so they still read; other readers need that file moved away."""
 STATS_DIR = "_block_stats"
 """Per-block accounting files of a running job (inside the output; removed at the end)."""
 
