@@ -1,0 +1,143 @@
+"""Spaces without an env: a compact text form, Python builders, and inference from the data.
+
+Text form (``--observation-space`` / ``--action-space``, and what converted rows record)::
+
+    graph:F=5,D=3     Graph(node_space=Box(F), edge_space=Box(D))
+    graph:F=5         Graph with edges without features (also graph:F=5,D=0)
+    discrete:K        Discrete(K): one action per graph
+    node:MAX_NODES    NodeAction(MAX_NODES): the action is a node of the step's graph
+    edge:MAX_EDGES    EdgeAction(MAX_EDGES): the action is an edge of the step's graph
+
+:func:`space_text` is the inverse of :func:`parse_space`. :func:`infer_spaces` reads the spaces
+off decoded episodes (F, D, whether masks exist, the action kind; ``Discrete`` K = largest action
++ 1; selection limits = the largest node / edge count seen), for data with no metadata and no env.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from offline_graph.data.codec import RawEpisode
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.graph import space_sizes
+from offline_graph.data.spaces import EdgeAction, NodeAction, selection_level
+
+Role = Literal["observation", "action"]
+_ACTIONS: dict[str, Any] = {"discrete": gym.spaces.Discrete, "node": NodeAction, "edge": EdgeAction}
+
+
+def graph_space(num_features: int, edge_dim: int | None = None) -> gym.spaces.Graph:
+    """``Graph(node_space=Box(-inf, inf, (F,)), edge_space=Box(-inf, inf, (D,)) or None)``."""
+    edge = None if not edge_dim else gym.spaces.Box(-np.inf, np.inf, (int(edge_dim),), np.float32)
+    return gym.spaces.Graph(
+        node_space=gym.spaces.Box(-np.inf, np.inf, (int(num_features),), np.float32), edge_space=edge
+    )
+
+
+def _bad(role: Role, text: str, why: str) -> ConfigError:
+    forms = "graph:F=5,D=3 or graph:F=5" if role == "observation" else "discrete:K, node:MAX or edge:MAX"
+    return ConfigError(f"--{role}-space: text must be {forms} (found {text!r}: {why}).")
+
+
+def _positive(role: Role, text: str, value: str, allow_zero: bool = False) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise _bad(role, text, f"{value!r} is not an integer") from None
+    if number < (0 if allow_zero else 1):
+        raise _bad(role, text, f"{number} is below {0 if allow_zero else 1}")
+    return number
+
+
+def parse_space(text: str, role: Role) -> gym.Space:
+    """The space a compact text names (see the module docstring); ConfigError on bad text."""
+    kind, _, rest = text.strip().partition(":")
+    kind = kind.lower()
+    if role == "observation":
+        if kind != "graph" or not rest:
+            raise _bad(role, text, "an observation space is graph:F=...,D=...")
+        fields: dict[str, str] = {}
+        for part in rest.split(","):
+            key, eq, value = part.partition("=")
+            if not eq or key.strip().upper() not in ("F", "D") or key.strip().upper() in fields:
+                raise _bad(role, text, f"{part!r} is not F=<int> or D=<int>, each once")
+            fields[key.strip().upper()] = value.strip()
+        if "F" not in fields:
+            raise _bad(role, text, "F (node features) is missing")
+        edge_dim = _positive(role, text, fields["D"], allow_zero=True) if "D" in fields else 0
+        return graph_space(_positive(role, text, fields["F"]), edge_dim or None)
+    if kind not in _ACTIONS or not rest:
+        raise _bad(role, text, f"kind {kind!r} is not one of {sorted(_ACTIONS)}")
+    return _ACTIONS[kind](_positive(role, text, rest))  # type: ignore[no-any-return]
+
+
+def space_text(space: gym.Space) -> str:
+    """The compact text of a graph observation or an action space (inverse of :func:`parse_space`)."""
+    if isinstance(space, (gym.spaces.Graph, gym.spaces.Dict)):
+        feat, edim = space_sizes(space)
+        return f"graph:F={feat}" + (f",D={edim}" if edim is not None else "")
+    level = selection_level(space)
+    if level is not None:
+        return f"{level}:{int(space.n)}"  # type: ignore[attr-defined]
+    if isinstance(space, gym.spaces.Discrete):
+        return f"discrete:{int(space.n)}"
+    raise ConfigError(
+        f"space: space must be a Graph, Discrete, NodeAction or EdgeAction (found {space!r}). "
+        "Only these have a compact text form."
+    )
+
+
+def infer_spaces(episodes: Iterable[RawEpisode], where: str = "data") -> tuple[gym.Space, gym.Space]:
+    """(observation space, action space) read off decoded episodes (module docstring).
+
+    Raises ConfigError when the episodes disagree (F, D, mask level) or hold no observation.
+    """
+    seen: dict[str, Any] = {}
+    levels: set[str] | None = None
+    largest = {"action": -1, "node": 0, "edge": 0}
+    for raw in episodes:
+        for obs in raw.observations:
+            if not isinstance(obs, dict) or "x" not in obs:
+                continue
+            x = np.asarray(obs["x"])
+            n = int(x.shape[0]) if x.ndim == 2 else 0
+            e = int(np.shape(obs.get("edge_index", np.zeros((2, 0))))[-1])
+            attr = obs.get("edge_attr")
+            mask = obs.get("action_mask")
+            facts = {
+                "F": int(x.shape[1]) if x.ndim == 2 else None,
+                "D": int(np.shape(attr)[1]) if attr is not None and np.ndim(attr) == 2 else None,
+            }
+            if mask is not None:  # a mask has one entry per node or per edge (both if N == E)
+                fits = {lvl for lvl, c in (("node", n), ("edge", e)) if np.size(mask) == c}
+                levels = fits if levels is None else levels & fits
+            for key, value in facts.items():
+                if seen.setdefault(key, value) != value:
+                    raise ConfigError(
+                        f"{where}, episode {raw.id!r}: {key} must be the same in every observation "
+                        f"to infer the spaces (found {seen[key]!r} and {value!r}). Pass "
+                        "--observation-space / --action-space (or --env) explicitly."
+                    )
+            largest["node"], largest["edge"] = max(largest["node"], n), max(largest["edge"], e)
+        actions = np.asarray([int(np.asarray(a)) for a in raw.actions]) if len(raw.actions) else None
+        if actions is not None:
+            largest["action"] = max(largest["action"], int(actions.max()))
+    if seen.get("F") is None:
+        raise ConfigError(
+            f"{where}: observations must be graph dicts with 'x' [N, F] to infer the spaces "
+            "(found none). Pass --observation-space graph:F=...,D=... and --action-space."
+        )
+    observation = graph_space(seen["F"], seen.get("D"))
+    if levels is not None:
+        if len(levels) != 1:
+            raise ConfigError(
+                f"{where}: action_mask must have one entry per node or one per edge in every "
+                f"observation to infer the action kind (found it fits {sorted(levels) or 'neither'}). "
+                "Pass --action-space node:MAX or edge:MAX."
+            )
+        level = levels.pop()
+        return observation, (NodeAction if level == "node" else EdgeAction)(max(largest[level], 1))
+    return observation, gym.spaces.Discrete(max(largest["action"] + 1, 1))
