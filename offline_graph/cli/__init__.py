@@ -1,7 +1,9 @@
-"""The ``offline-graph`` console script: one subcommand per pipeline in ``pipelines/``.
+"""The ``offline-graph`` console script: one subcommand per module of this package.
 
-Each subcommand is a CleanRL-style script ``pipelines/<name>.py`` with ``main(argv)``; this
-module only dispatches, so ``python -m pipelines.<name> --help`` works the same.
+Each subcommand is a CleanRL-style module ``offline_graph/cli/<name>.py`` with ``main(argv)``
+(``inspect`` lives in ``inspect_data.py``, so that no module shadows the standard library);
+this package only dispatches. In a checkout, ``pipelines/<name>.py`` runs the same job as a
+script: ``python pipelines/train.py --help`` is ``offline-graph train --help``.
 """
 
 from __future__ import annotations
