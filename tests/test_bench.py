@@ -3,21 +3,18 @@
 import contextlib
 import io
 import json
-import math
+import re
+from statistics import median
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
-from offline_graph.bench.cases import BenchContext, _item_batch, learner_batch_breakdown
-from offline_graph.bench.data import (
-    BenchData,
-    DataConfig,
-    generate,
-    pad_graphs,
-    payload_bytes,
-    read_items,
-    size_summary,
-)
+from offline_graph.bench.case_bytes import learner_batch_breakdown
+from offline_graph.bench.data import BenchData, read_items
+from offline_graph.bench.harness import BenchContext, item_batch
+from offline_graph.bench.stock_data import pad_graphs
+from offline_graph.bench.synthetic import DataConfig, generate, payload_bytes, size_summary
 from offline_graph.cli import bench
 
 CHEAP_ROWS = {
@@ -55,16 +52,54 @@ def test_quick_table_of_cheap_cases(tmp_path):
                          "--workdir", str(tmp_path / "data"), "--json", str(out_json),
                          "--plot", str(out_png)])
     assert rc == 0
-    rows = parse_table(printed.getvalue())
+    text = printed.getvalue()
+    rows = parse_table(text)
     assert {(r["case"], r["metric"]) for r in rows} == CHEAP_ROWS
-    for r in rows:
-        ratio = float(r["ratio"].rstrip("x"))
-        assert math.isfinite(ratio) and ratio > 0, r
-        assert float(r["ours med"].replace(",", "")) > 0, r
     saved = json.loads(out_json.read_text())
     assert len(saved["rows"]) == len(CHEAP_ROWS)
     assert all(r["ratio"] > 0 for r in saved["rows"])
     assert out_png.stat().st_size > 0
+
+    # Every printed ratio is the row's own numbers: ours median / stock median (all these rows
+    # are throughputs, higher is better), and the printed medians are the saved values.
+    by_key = {(r["case"], r["metric"]): r for r in saved["rows"]}
+    for r in rows:
+        assert float(r["ours med"].replace(",", "")) > 0, r
+        row = by_key[(r["case"], r["metric"])]
+        assert not row["lower_is_better"] and len(row["ours"]) == len(row["base"]) == 1, row
+        ours, base = median(row["ours"]), median(row["base"])
+        assert float(r["ours med"].replace(",", "")) == pytest.approx(ours, rel=6e-3), r
+        assert float(r["base med"].replace(",", "")) == pytest.approx(base, rel=6e-3), r
+        assert r["ratio"] == f"{ours / base:.2f}x", r
+        assert row["ratio"] == pytest.approx(ours / base, rel=1e-12), row
+
+    # The counts reported for the data are those of the generated episodes, counted here by hand.
+    eps = generate(DataConfig(transitions=4000))
+    lengths = [int(n) for n in eps.lengths]
+    stock = 0  # the stock copies: the first whole episodes holding >= 600 transitions
+    for n_steps in lengths:
+        if stock >= 600:
+            break
+        stock += n_steps
+    payload, g = [], 0
+    for n_steps in lengths:
+        for step in range(n_steps):  # each episode's last observation starts no transition
+            graph = eps.obs.graph(g + step)
+            n, e = graph["x"].shape[0], graph["edge_index"].shape[1]
+            payload.append(n * 16 * 4 + e * 2 * 8 + e * 2 * 4)  # x f32, edge_index i64, attr f32
+        g += n_steps + 1
+    assert sum(lengths) >= 4000 and sum(lengths) - lengths[-1] < 4000
+    assert saved["data"]["transitions_actual"] == sum(lengths) == len(payload)
+    assert saved["data"]["stock_transitions_actual"] == stock
+    assert saved["data"]["payload_bytes"] == pytest.approx(np.mean(payload), rel=1e-12)
+    data_line = next(ln for ln in text.splitlines() if ln.startswith("data: "))
+    assert data_line.startswith(f"data: {sum(lengths)} transitions in {len(lengths)} episodes;")
+    assert f"real payload {np.mean(payload):.0f} B/transition; stock copies {stock} transitions;" in data_line
+    per = max(1, round(256 / np.mean(lengths)))  # episodes per stock call: ~B transitions
+    for r in rows:
+        if r["case"] == "prelearner":
+            assert re.search(rf"\b{per} episodes(?: \(~{per * np.mean(lengths):.0f} transitions\))? per call",
+                             r["baseline; notes"]), r
 
 
 def test_data_is_long_tailed_and_padding_round_trips():
@@ -100,7 +135,7 @@ def test_learner_batch_holds_the_real_payload_and_no_padding(tmp_path):
         truth[gr["x"][0].tobytes()] = (len(gr["x"]), gr["edge_index"].shape[1])
     pre = BenchContext(data=data, batch_size=128).ours_prelearner(data.episode_dir)
     items = read_items(data.episode_dir)
-    table = pa.concat_tables([pre(_item_batch(items[i:i + 8])) for i in range(0, len(items), 8)])
+    table = pa.concat_tables([pre(item_batch(items[i:i + 8])) for i in range(0, len(items), 8)])
     num = table.num_rows
     assert num > 0 and num % 128 == 0
     x = table.column("x").combine_chunks()

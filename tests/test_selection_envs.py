@@ -20,12 +20,8 @@ from offline_graph.env import (
     NextHopConfig,
     NextHopEnv,
 )
-from offline_graph.env.selection_envs import (
-    grow_tree_choices,
-    grow_tree_expert,
-    next_hop_choices,
-    next_hop_expert,
-)
+from offline_graph.env.grow_tree import grow_tree_choices, grow_tree_expert
+from offline_graph.env.next_hop import next_hop_choices, next_hop_expert
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import graph_to_dict
 from offline_graph.data.spaces import EdgeAction, NodeAction
@@ -253,8 +249,10 @@ def test_mixed_policy_and_make_policy_errors():
         env.make_policy("greedy", 0.1, np.random.default_rng(0))
     with pytest.raises(ConfigError, match=r"epsilon must be in \[0, 1\] \(found 2\)"):
         GrowTreeEnv().make_policy("mixed", 2, np.random.default_rng(0))
-    module, name = "offline_graph.env.selection_envs:next_hop_expert".split(":")
-    assert getattr(importlib.import_module(module), name) is next_hop_expert
+    # The old module path (in README commands and recorded episode-file metadata) still resolves.
+    old = importlib.import_module("offline_graph.env.selection_envs")
+    assert old.next_hop_expert is next_hop_expert and old.grow_tree_expert is grow_tree_expert
+    assert old.NextHopEnv is NextHopEnv and old.GrowTreeEnv is GrowTreeEnv
 
 
 # ----------------------------------------------------------------- API, spaces, seeding

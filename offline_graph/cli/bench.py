@@ -146,8 +146,10 @@ def plot_rows(rows: Sequence[Any], path: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from offline_graph.bench.cases import CASE_FUNCTIONS, BenchContext
-    from offline_graph.bench.data import BenchData, DataConfig, size_summary
+    from offline_graph.bench.cases import CASE_FUNCTIONS
+    from offline_graph.bench.data import BenchData
+    from offline_graph.bench.harness import BenchContext
+    from offline_graph.bench.synthetic import DataConfig, size_summary
 
     quick = args.quick
     cfg = DataConfig(transitions=args.transitions or (20_000 if quick else 100_000))

@@ -1,6 +1,9 @@
-"""The toy graph environment (:class:`GraphEnv`) and behaviour policies.
+"""The toy graph environment (:class:`GraphEnv`), the selection environments and behaviour policies.
 
-Importing this package registers the env with gymnasium as ``"offline_graph/Graph-v0"``.
+Importing this package registers the envs with gymnasium: ``"offline_graph/Graph-v0"``
+(:mod:`~offline_graph.env.graph_env`), ``"offline_graph/NextHop-v0"``
+(:mod:`~offline_graph.env.next_hop`) and ``"offline_graph/GrowTree-v0"``
+(:mod:`~offline_graph.env.grow_tree`).
 """
 
 from __future__ import annotations
@@ -35,21 +38,16 @@ __all__ = [
     "random_policy",
 ]
 
-# Selection environments (the action is a node / an edge of the step's graph).
-from offline_graph.env.selection_envs import (  # noqa: E402
-    GrowTreeConfig,
-    GrowTreeEnv,
-    NextHopConfig,
-    NextHopEnv,
-    grow_tree_expert,
-    next_hop_expert,
-)
+# Selection environments (the action is a node / an edge of the step's graph), one per module.
+# (offline_graph.env.selection_envs re-exports them under their old import path.)
+from offline_graph.env.grow_tree import GrowTreeConfig, GrowTreeEnv, grow_tree_expert  # noqa: E402
+from offline_graph.env.next_hop import NextHopConfig, NextHopEnv, next_hop_expert  # noqa: E402
 
 NEXT_HOP_ID = "offline_graph/NextHop-v0"
 GROW_TREE_ID = "offline_graph/GrowTree-v0"
 for _id, _entry in (
-    (NEXT_HOP_ID, "offline_graph.env.selection_envs:NextHopEnv"),
-    (GROW_TREE_ID, "offline_graph.env.selection_envs:GrowTreeEnv"),
+    (NEXT_HOP_ID, "offline_graph.env.next_hop:NextHopEnv"),
+    (GROW_TREE_ID, "offline_graph.env.grow_tree:GrowTreeEnv"),
 ):
     if _id not in gym.registry:
         gym.register(id=_id, entry_point=_entry)

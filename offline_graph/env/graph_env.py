@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -19,6 +19,9 @@ from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict, graph_to_dict
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # Heavy tail of the node count: Pareto(scale=_TAIL_SCALE * lambda, shape=_TAIL_ALPHA).
 # With the defaults (lambda=24, tail_prob=0.05): mean ~29, p99 ~120, N == n_max ~1 in 2000.
@@ -115,7 +118,10 @@ def correct_action(obs: GraphDict | GraphInstance, k: int) -> int:
     return int(np.argmax(counts))
 
 
-def resolve_config(owner: str, cls: type, config: Any, overrides: dict[str, Any]) -> Any:
+_ConfigT = TypeVar("_ConfigT", bound="DataclassInstance")
+
+
+def resolve_config(owner: str, cls: type[_ConfigT], config: Any, overrides: dict[str, Any]) -> _ConfigT:
     """``config`` (dataclass, mapping or None) with keyword ``overrides`` applied."""
     if config is None:
         config = cls()
