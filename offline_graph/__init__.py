@@ -1,56 +1,101 @@
 """offline_graph: offline RLlib training (BC, MARWIL) from recorded graph episodes, no padding.
 
-Public API::
+Public API (every name is imported on first use, so ``import offline_graph`` loads no Ray or
+torch)::
 
-    GraphOfflinePreLearner   RLlib OfflinePreLearner for ragged graph episodes / rows
-    GNNModule                PyG message-passing TorchRLModule
-    configure(config)        fills in everything else graph training needs
-    GraphCollateFn           learner-side collate (Arrow rows -> PyG-batched tensors)
-    NodeAction / EdgeAction  the action is a node / an edge of this step's graph (masked)
-    graph_to_dict / dict_to_graph, encode_episode, collate / uncollate, errors
+    configure(config)            fills in everything else graph training needs; sets
+                                 config.algo_class to GraphBC / GraphMARWIL
+    GraphBC / GraphMARWIL        RLlib's BC / MARWIL with the build-time config check,
+                                 get_module() and checkpoint restore without EnvRunners
+    data_report(config)          episodes / transitions read, used and rejected (by reason)
+    GraphOfflinePreLearner       RLlib OfflinePreLearner for ragged graph episodes / rows
+    GNNModule                    PyG message-passing TorchRLModule
+    GraphCollateFn               learner-side collate (Arrow rows -> PyG-batched tensors)
+    NodeAction / EdgeAction      the action is a node / an edge of this step's graph (masked)
+    evaluate_module / evaluate_policy   returns of a module / a named policy in the env
+    restore_module(checkpoint)   the trained RLModule from a checkpoint (no Ray needed)
+    encode_episode, graph_to_dict / dict_to_graph, collate / uncollate, FORMAT_VERSION
+    OfflineGraphError and its subclasses ConfigError, DecodeError, SchemaError,
+    GraphValidationError, FormatVersionError
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from offline_graph.data.collate import collate, uncollate
-from offline_graph.data.errors import (
-    ConfigError,
-    DecodeError,
-    FormatVersionError,
-    GraphValidationError,
-    OfflineGraphError,
-    SchemaError,
-)
-from offline_graph.data.format import FORMAT_VERSION
-from offline_graph.data.graph import dict_to_graph, graph_to_dict
-from offline_graph.data.spaces import EdgeAction, NodeAction
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "GraphOfflinePreLearner": "offline_graph.rllib.prelearner",
-    "GNNModule": "offline_graph.rllib.gnn_module",
+_EXPORTS: dict[str, str] = {
+    # RLlib integration (Ray, torch)
     "configure": "offline_graph.rllib.configure",
     "data_report": "offline_graph.rllib.configure",
+    "GraphBC": "offline_graph.rllib.algorithms",
+    "GraphMARWIL": "offline_graph.rllib.algorithms",
+    "GraphOfflinePreLearner": "offline_graph.rllib.prelearner",
+    "GNNModule": "offline_graph.rllib.gnn_module",
     "GraphCollateFn": "offline_graph.rllib.collate_fn",
     "encode_episode": "offline_graph.rllib.episodes",
+    "evaluate_module": "offline_graph.rllib.evaluation",
+    "evaluate_policy": "offline_graph.rllib.evaluation",
+    "restore_module": "offline_graph.rllib.evaluation",
+    # pure core (numpy, pyarrow)
+    "NodeAction": "offline_graph.data.spaces",
+    "EdgeAction": "offline_graph.data.spaces",
+    "graph_to_dict": "offline_graph.data.graph",
+    "dict_to_graph": "offline_graph.data.graph",
+    "collate": "offline_graph.data.collate",
+    "uncollate": "offline_graph.data.collate",
+    "FORMAT_VERSION": "offline_graph.data.format",
+    "OfflineGraphError": "offline_graph.data.errors",
+    "ConfigError": "offline_graph.data.errors",
+    "DecodeError": "offline_graph.data.errors",
+    "SchemaError": "offline_graph.data.errors",
+    "GraphValidationError": "offline_graph.data.errors",
+    "FormatVersionError": "offline_graph.data.errors",
 }
+"""Public name -> the module it lives in."""
+
+if TYPE_CHECKING:  # the same names, for type checkers and IDEs
+    from offline_graph.data.collate import collate, uncollate
+    from offline_graph.data.errors import (
+        ConfigError,
+        DecodeError,
+        FormatVersionError,
+        GraphValidationError,
+        OfflineGraphError,
+        SchemaError,
+    )
+    from offline_graph.data.format import FORMAT_VERSION
+    from offline_graph.data.graph import dict_to_graph, graph_to_dict
+    from offline_graph.data.spaces import EdgeAction, NodeAction
+    from offline_graph.rllib.algorithms import GraphBC, GraphMARWIL
+    from offline_graph.rllib.collate_fn import GraphCollateFn
+    from offline_graph.rllib.configure import configure, data_report
+    from offline_graph.rllib.episodes import encode_episode
+    from offline_graph.rllib.evaluation import evaluate_module, evaluate_policy, restore_module
+    from offline_graph.rllib.gnn_module import GNNModule
+    from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 
 
 def __getattr__(name: str) -> Any:
-    """Import the Ray/torch-heavy parts on first use (keeps `import offline_graph` light)."""
-    if name in _LAZY:
+    """Import a public name's module on first use (keeps ``import offline_graph`` light)."""
+    if name in _EXPORTS:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
     raise AttributeError(f"module 'offline_graph' has no attribute {name!r}")
 
 
-__all__ = [
-    "FORMAT_VERSION", "ConfigError", "DecodeError", "FormatVersionError", "GraphValidationError",
-    "OfflineGraphError", "SchemaError", "NodeAction", "EdgeAction", "collate", "uncollate",
-    "dict_to_graph", "graph_to_dict",
-    *_LAZY,
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+__all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_graph import *`
+    "configure", "data_report", "GraphBC", "GraphMARWIL", "GraphOfflinePreLearner", "GNNModule",
+    "GraphCollateFn", "encode_episode", "evaluate_module", "evaluate_policy", "restore_module",
+    "NodeAction", "EdgeAction", "graph_to_dict", "dict_to_graph", "collate", "uncollate",
+    "FORMAT_VERSION", "OfflineGraphError", "ConfigError", "DecodeError", "SchemaError",
+    "GraphValidationError", "FormatVersionError",
 ]

@@ -63,9 +63,18 @@ def test_emits_exact_multiples_of_the_batch_size(tmp_path):
     assert pre.stats.episodes_used == 5 and pre.stats.transitions_used == 26
 
 
-def test_unconfigured_config_names_the_missing_call(tmp_path):
-    with pytest.raises(ConfigError, match=r"offline_graph.configure\(config\)"):
+def test_unconfigured_config_names_every_missing_setting_in_the_prelearner(tmp_path):
+    # Where a stock BC / MARWIL (configure skipped) first runs offline_graph code.
+    with pytest.raises(ConfigError) as err:
         build(make_config(tmp_path))
+    msg = str(err.value)
+    assert msg.startswith("GraphOfflinePreLearner config: learner_config_dict['offline_graph'] "
+                          "must be set by offline_graph.configure(config) (found it missing); ")
+    for part in ("GraphCollateFn() (found None)",
+                 "dataset_num_iters_per_learner=...) must be an int >= 2 with num_learners=0, "
+                 "or >= 1 with remote learners (found None)",
+                 "`config = offline_graph.configure(config)`"):
+        assert part in msg, part
 
 
 def test_configure_names_conflicting_settings(tmp_path):
@@ -159,18 +168,34 @@ def test_second_epoch_is_not_a_duplicate_but_a_changed_episode_is(tmp_path):
         pre({"item": np.array([changed], dtype=object)})
 
 
-def test_build_algo_without_configure_names_every_missing_setting(tmp_path):
-    cfg = make_config(tmp_path).learners(num_learners=0)
+def test_graph_algorithm_build_names_every_missing_setting(tmp_path):
+    """GraphBC's setup runs the config check before RLlib sets anything up (no Ray needed)."""
+    from offline_graph import GraphBC
+    from offline_graph.rllib.checks import graph_config_problems
+
+    # algo_class GraphBC without configure (dataset_num_iters_per_learner=1: RLlib's own
+    # validate() lets it pass, ours does not).
+    cfg = make_config(tmp_path).learners(num_learners=0).offline_data(dataset_num_iters_per_learner=1)
+    cfg.algo_class = GraphBC
     with pytest.raises(ConfigError) as err:
         cfg.build_algo()
     msg = str(err.value)
-    for part in ("learner_config_dict['offline_graph'] must be set", "GraphCollateFn()",
-                 "dataset_num_iters_per_learner", "offline_graph.configure(config)"):
+    for part in ("learner_config_dict['offline_graph'] must be set", "GraphCollateFn() (found None)",
+                 "dataset_num_iters_per_learner=...) must be an int >= 2 with num_learners=0, "
+                 "or >= 1 with remote learners (found 1)", "offline_graph.configure(config)"):
         assert part in msg, part
-    # A configured config passes the same check.
-    from offline_graph.rllib.configure import graph_config_problems
-
-    assert graph_config_problems(offline_graph.configure(make_config(tmp_path))) == []
+    # A configured config passes the same check; changing a setting after configure fails it.
+    configured = offline_graph.configure(make_config(tmp_path))
+    assert configured.algo_class is GraphBC
+    assert graph_config_problems(configured) == []
+    configured.offline_data(iter_batches_kwargs={"drop_last": True})
+    with pytest.raises(ConfigError) as err:
+        configured.build_algo()
+    assert str(err.value).startswith(
+        "GraphOfflinePreLearner config: offline_data(iter_batches_kwargs={'collate_fn': ...}) "
+        "must be offline_graph.GraphCollateFn() (found None): the stock collate cannot batch "
+        "ragged graph columns. Call `config = offline_graph.configure(config)`"
+    )
 
 
 def test_marwil_gamma_must_match_the_converted_rows(tmp_path):

@@ -157,7 +157,7 @@ def eval_observations(env, n: int = 12):
 @pytest.mark.parametrize("level", ["node", "edge"])
 def test_bc_trains_and_restores(ray_session, data, tmp_path, level, num_learners):
     from offline_graph import EdgeAction, NodeAction
-    from offline_graph.rllib.evaluation import greedy_actions, is_legal, learner_module, restore_module
+    from offline_graph.rllib.evaluation import greedy_actions, is_legal, restore_module
 
     config, env = make_config(level, num_learners, data[level])
     algo = config.build_algo()
@@ -175,7 +175,7 @@ def test_bc_trains_and_restores(ray_session, data, tmp_path, level, num_learners
             for key in states[0]:
                 np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
         obs, edge_dim = eval_observations(env)
-        module = learner_module(algo)
+        module = algo.get_module()
         actions = greedy_actions(module, obs, edge_dim)
         assert all(is_legal(int(a), o, env.action_space) for a, o in zip(actions, obs))
         ckpt = str(tmp_path / "ckpt")
@@ -196,7 +196,7 @@ def test_bc_trains_and_restores(ray_session, data, tmp_path, level, num_learners
         algo2 = Algorithm.from_checkpoint(ckpt)
         try:
             assert type(algo2.config.action_space) is type(env.action_space)
-            module2 = learner_module(algo2)
+            module2 = algo2.get_module()
             assert module2.action_space == env.action_space
             np.testing.assert_array_equal(greedy_actions(module2, obs, edge_dim), actions)
         finally:

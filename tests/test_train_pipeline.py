@@ -46,7 +46,7 @@ def expert_data(tmp_path_factory) -> str:
     return out
 
 
-def make_config(algo: str, num_learners: int, data: str):
+def make_config(algo: str, num_learners: int, data: str, configured: bool = True):
     from ray.rllib.algorithms.bc import BCConfig
     from ray.rllib.algorithms.marwil import MARWILConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -72,7 +72,7 @@ def make_config(algo: str, num_learners: int, data: str):
                                                model_config={"hidden": 16, "layers": 2}))
         .debugging(seed=0)
     )
-    return offline_graph.configure(config, seed=0)
+    return offline_graph.configure(config, seed=0) if configured else config
 
 
 def eval_observations(n: int = 20):
@@ -101,7 +101,7 @@ def learner_state_dicts(algo) -> list[dict[str, np.ndarray]]:
 @pytest.mark.parametrize("algo_name", ["bc", "marwil"])
 def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, algo_name,
                                           num_learners):
-    from offline_graph.rllib.evaluation import greedy_actions, learner_module, restore_module
+    from offline_graph.rllib.evaluation import greedy_actions, restore_module
 
     algo = make_config(algo_name, num_learners, expert_data).build_algo()
     try:
@@ -129,10 +129,10 @@ def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, al
             for key in states[0]:
                 np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
 
-        # The module taken from the learner (algo.get_module() cannot: no EnvRunners) holds
-        # the learner's weights.
+        # algo.get_module() (GraphBC / GraphMARWIL: taken from the learner, there are no
+        # EnvRunners) holds the learner's weights.
         obs, edge_dim = eval_observations()
-        module = learner_module(algo)
+        module = algo.get_module()
         first = {k.removeprefix("module."): v for k, v in states[0].items()}
         for key, value in module.get_state().items():
             np.testing.assert_array_equal(value, first[key], err_msg=key)
@@ -150,18 +150,22 @@ def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, al
         algo.stop()
 
     if algo_name == "bc" and num_learners == 0:
-        # The whole Algorithm back through RLlib's own Algorithm.from_checkpoint (RLlib 2.60
-        # alone raises "'NoneType' object has no attribute 'sync_weights'" for offline
-        # algorithms; offline_graph installs a fix), and through restore_algorithm.
+        # The whole Algorithm back through RLlib's own Algorithm.from_checkpoint (RLlib 2.60's
+        # BC raises "'NoneType' object has no attribute 'sync_weights'" for offline
+        # algorithms; GraphBC's restore_from_path / set_state do not), and through
+        # restore_from_path on a freshly built algorithm.
         from ray.rllib.algorithms.algorithm import Algorithm
 
-        from offline_graph.rllib.evaluation import restore_algorithm
+        def rebuilt(path: str):
+            algo = make_config(algo_name, num_learners, expert_data).build_algo()
+            algo.restore_from_path(path)
+            return algo
 
-        for restore in (Algorithm.from_checkpoint, restore_algorithm):
+        for restore in (Algorithm.from_checkpoint, rebuilt):
             algo2 = restore(ckpt)
             try:
                 np.testing.assert_array_equal(
-                    greedy_actions(learner_module(algo2), obs, edge_dim), actions
+                    greedy_actions(algo2.get_module(), obs, edge_dim), actions
                 )
                 assert algo2.iteration == ITERATIONS
             finally:

@@ -245,7 +245,7 @@ def baselines(cfg: Config, env_name: str) -> dict[str, float]:
 def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> dict[str, Any]:
     """Train as ``tcfg`` says (Ray already up), scoring the module every ``eval_every``
     iterations; returns the curve, the final score and the seconds."""
-    from offline_graph.rllib.evaluation import evaluate_module, learner_module, normalized_score
+    from offline_graph.rllib.evaluation import evaluate_module, normalized_score
     from offline_graph.data.files import scan_files
     from offline_graph.jobs.recording import DEFAULT_ENV, make_env
 
@@ -266,7 +266,7 @@ def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> di
             seconds.append(rec["seconds"])
             if it % eval_every == 0 or it == tcfg.iterations:
                 t = time.perf_counter()
-                ev = evaluate_module(learner_module(algo), env_name, tcfg.eval_episodes,
+                ev = evaluate_module(algo.get_module(), env_name, tcfg.eval_episodes,
                                      tcfg.eval_seed, env_config=tcfg.env_config)
                 eval_s += time.perf_counter() - t
                 rec["mean_return"] = ev["mean_return"]

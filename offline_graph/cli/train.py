@@ -367,7 +367,6 @@ def run(cfg: Config) -> dict[str, Any]:
     from offline_graph.rllib.evaluation import (
         baseline_scores,
         evaluate_module,
-        learner_module,
         normalized_score,
     )
     from offline_graph.data.files import scan_files
@@ -428,7 +427,7 @@ def run(cfg: Config) -> dict[str, Any]:
 
         os.makedirs(cfg.checkpoint, exist_ok=True)
         ckpt = str(algo.save_to_path(os.path.abspath(cfg.checkpoint)))
-        module = learner_module(algo)
+        module = algo.get_module()
         try:
             report: dict[str, Any] | None = data_report(config)
         except Exception as err:  # noqa: BLE001 (the accounting is informative only)

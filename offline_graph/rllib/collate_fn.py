@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 from ray.data.collate_fn import ArrowBatchCollateFn
+from ray.rllib.core import DEFAULT_MODULE_ID
 
 from offline_graph.data.transitions import table_to_batch
 
@@ -31,14 +32,15 @@ def _tensor(arr: np.ndarray) -> torch.Tensor:
 class GraphCollateFn(ArrowBatchCollateFn):
     """Collate transition rows into ``{"<mid>/actions", "<mid>/obs/x", ...}`` tensors."""
 
-    def __init__(self, module_id: str = "default_policy") -> None:
+    def __init__(self, module_id: str = DEFAULT_MODULE_ID) -> None:
         super().__init__()
         self.module_id = module_id
 
     def __repr__(self) -> str:
         return f"GraphCollateFn(module_id={self.module_id!r})"
 
-    def __call__(self, batch: pa.Table) -> Dict[str, torch.Tensor]:
+    # Ray types the return as an unbound TypeVar ``CollatedData``: any collated batch.
+    def __call__(self, batch: pa.Table) -> Dict[str, torch.Tensor]:  # type: ignore[override]
         cols = table_to_batch(batch)
         out: Dict[str, torch.Tensor] = {}
         for name, value in cols.items():

@@ -31,7 +31,7 @@ class AddGraphTransitionsToBatch(ConnectorV2):
 
     Out::
 
-        batch["default_policy"] = {
+        batch[DEFAULT_MODULE_ID] = {
             "actions": int64 [B],
             "obs": {"x": [sumN, F], "edge_index": [2, sumE], "edge_attr": [sumE, D],
                     "batch": [sumN], "ptr": [B+1]},

@@ -14,13 +14,11 @@ lockstep (``num_envs`` env copies at once) and the current observations of all r
 episodes go through one batched forward pass; each episode has its own env instance, so the
 result does not depend on ``num_envs``.
 
-Also here, because RLlib 2.60 cannot do them for offline algorithms (no EnvRunners):
-
-* :func:`learner_module`: the trained RLModule (``Algorithm.get_module()`` reads the local
-  EnvRunner's module and raises ``AttributeError`` when there is no EnvRunner group),
-* :func:`restore_module`: the RLModule alone from an ``algo.save_to_path`` checkpoint,
-* :func:`restore_algorithm`: the whole Algorithm (``Algorithm.from_checkpoint`` builds it,
-  then raises in ``restore_from_path`` syncing weights to the absent EnvRunner group).
+Also here: :func:`restore_module`, the RLModule alone from an ``algo.save_to_path``
+checkpoint, without Ray or the training data. The trained module of a running algorithm is
+``algo.get_module()`` and the whole algorithm comes back with ``Algorithm.from_checkpoint``
+(both work for the ``GraphBC`` / ``GraphMARWIL`` that ``offline_graph.configure`` sets, see
+:mod:`offline_graph.rllib.algorithms`).
 """
 
 from __future__ import annotations
@@ -49,7 +47,6 @@ from offline_graph.jobs.recording import (
 from offline_graph.data.spaces import selection_level
 
 if TYPE_CHECKING:
-    from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.core.rl_module.rl_module import RLModule
 
 DEFAULT_EVAL_SEED = 987_654_321
@@ -297,46 +294,13 @@ def _evaluate_module(
     return tally.summary(seed)
 
 
-# --------------------------------------------------------------------------- RLlib glue
-def learner_module(algo: Algorithm, module_id: str | None = None) -> RLModule:
-    """A CPU copy of the trained RLModule ``module_id``, taken from the (first) Learner.
-
-    Replaces ``algo.get_module()``, which in RLlib 2.60 reads the local EnvRunner's module and
-    raises ``AttributeError`` for offline algorithms (they have no EnvRunner group; even
-    with one, its weights are never synced during offline training). Works for a local
-    learner (``num_learners=0``) and for remote/DDP learners alike.
-    """
-    from ray.rllib.core import DEFAULT_MODULE_ID
-
-    mid = module_id or DEFAULT_MODULE_ID
-
-    def grab(learner: Any) -> tuple[type, tuple, dict, dict]:
-        m = learner.module[mid].unwrapped()
-        args, kwargs = m.get_ctor_args_and_kwargs()
-        return type(m), tuple(args), dict(kwargs), m.get_state()  # numpy state
-
-    group: Any = algo.learner_group
-    if group is None:
-        raise ConfigError(
-            "learner_module: algo.learner_group must exist (found None). Build the algorithm "
-            "with config.build_algo() on the new API stack."
-        )
-    results = list(group.foreach_learner(grab))
-    if not results:
-        raise RuntimeError("learner_module: no healthy Learner answered.")
-    cls, args, kwargs, state = results[0].get()
-    module = cls(*args, **kwargs)
-    module.set_state(state)
-    module.eval()
-    return module
-
-
+# --------------------------------------------------------------------------- checkpoints
 def restore_module(checkpoint: str, module_id: str | None = None) -> RLModule:
     """The RLModule ``module_id`` of an ``algo.save_to_path(checkpoint)`` directory (CPU).
 
     ``checkpoint`` may also point at the module directory itself
     (``<dir>/learner_group/learner/rl_module/<module_id>``). Needs no Ray cluster and no
-    training data (unlike :func:`restore_algorithm`).
+    training data (unlike ``Algorithm.from_checkpoint``, which rebuilds the whole algorithm).
     """
     from ray.rllib.core import DEFAULT_MODULE_ID
     from ray.rllib.core.rl_module.rl_module import RLModule
@@ -356,32 +320,6 @@ def restore_module(checkpoint: str, module_id: str | None = None) -> RLModule:
         f"(found no module_state.pkl under {candidates}). Pass the directory given to "
         "`offline-graph train --checkpoint` (written by algo.save_to_path)."
     )
-
-
-def restore_algorithm(checkpoint: str) -> Algorithm:
-    """The whole Algorithm from an ``algo.save_to_path(checkpoint)`` directory.
-
-    ``Algorithm.from_checkpoint`` fails for offline algorithms in RLlib 2.60: it builds the
-    algorithm, then ``Algorithm.restore_from_path`` calls
-    ``self.env_runner_group.sync_weights`` on a ``None`` group. This builds it the same way
-    (pickled class and config) and restores the state with the generic
-    ``Checkpointable.restore_from_path``, skipping that EnvRunner sync. Needs a running Ray
-    and the training data at its original path (the algorithm sets up its OfflineData).
-    """
-    import pickle
-
-    from ray.rllib.utils.checkpoints import Checkpointable
-
-    path = os.path.abspath(checkpoint)
-    with open(os.path.join(path, Checkpointable.CLASS_AND_CTOR_ARGS_FILE_NAME), "rb") as f:
-        info = pickle.load(f)
-    args, kwargs = info["ctor_args_and_kwargs"]
-    algo = info["class"](*args, **kwargs)
-    if algo.env_runner_group is not None:
-        algo.restore_from_path(path)
-    else:
-        Checkpointable.restore_from_path(algo, path)
-    return algo
 
 
 def baseline_scores(

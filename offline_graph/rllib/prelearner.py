@@ -18,15 +18,17 @@ passed through (columns selected, zero-copy) unless user connector pieces must r
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, cast
 
 import gymnasium as gym
 import numpy as np
 import pyarrow as pa
 import ray
+from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
+from offline_graph.data.errors import ConfigError
 from offline_graph.jobs import accounting
 from offline_graph.data.buffer import TransitionBuffer
 from offline_graph.data.reader import (
@@ -41,7 +43,8 @@ from offline_graph.rllib.connectors import (
     batch_to_table,
     user_pieces_only,
 )
-from offline_graph.rllib.settings import GraphSettings, read_settings
+from offline_graph.rllib.checks import check_graph_config
+from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 from offline_graph.data.transitions import BOOKKEEPING_COLUMNS, Transitions, transition_schema
 from offline_graph.data.validation import EpisodeSpec
 
@@ -62,8 +65,20 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         module_state: Optional[Dict[str, Any]] = None,
         **kwargs: Any,
     ) -> None:
+        if SETTINGS_KEY not in (config.learner_config_dict or {}):
+            # offline_graph.configure was skipped (so the algorithm is a stock BC / MARWIL,
+            # which does not run the check at build time): name every missing setting.
+            check_graph_config(config)
         self.settings: GraphSettings = read_settings(config, where="GraphOfflinePreLearner")
-        spaces = spaces or (config.observation_space, config.action_space)
+        obs_space, act_space = spaces or (config.observation_space, config.action_space)
+        if obs_space is None or act_space is None:
+            raise ConfigError(
+                "GraphOfflinePreLearner: config.environment(observation_space=..., "
+                f"action_space=...) must be set (found observation_space={obs_space!r}, "
+                f"action_space={act_space!r}). Pass a gymnasium.spaces.Graph and a Discrete(k), "
+                "NodeAction(max_nodes) or EdgeAction(max_edges)."
+            )
+        spaces = (obs_space, act_space)
         # The parent builds the RLModule (user connector pieces may use it) and the learner
         # connector pipeline. It also builds RLlib's episode buffer, which we replace.
         # Keep RLlib's ``module_spec`` kwarg (it logs a deprecation warning): it is the only
@@ -74,9 +89,11 @@ class GraphOfflinePreLearner(OfflinePreLearner):
                 spaces={DEFAULT_MODULE_ID: spaces}
             )
         super().__init__(config=config, spaces=spaces, module_state=module_state, **kwargs)
-        self.episode_buffer = None
-        user_pieces_only(self._learner_connector)
-        self._has_user_pieces = len(self._learner_connector) > 1
+        self.episode_buffer = None  # type: ignore[assignment]  # self.buffer replaces it
+        # config.build_learner_connector always returns a pipeline (typed as a ConnectorV2).
+        pipeline = cast(ConnectorPipelineV2, self._learner_connector)
+        user_pieces_only(pipeline)
+        self._has_user_pieces = len(pipeline) > 1
         self.spec = spec_from_spaces(*spaces)
         self.module_id = DEFAULT_MODULE_ID
         self.batch_size = int(config.train_batch_size_per_learner)
@@ -148,10 +165,3 @@ def _empty_table(spec: EpisodeSpec) -> pa.Table:
     keep = {"actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets"}
     return schema.empty_table().select([n for n in schema.names if n in keep])
 
-
-# build_algo() on a config with this prelearner names every missing setting, and RLlib's
-# Algorithm.from_checkpoint works for it (see offline_graph.rllib.configure).
-from offline_graph.rllib.configure import install_build_check, install_restore_fix  # noqa: E402
-
-install_build_check()
-install_restore_fix()

@@ -23,8 +23,6 @@ class GraphSettings:
     """Bad episode rows: stop with an error naming file/row/episode/step, or skip and count."""
     seed: int = 0
     """Seed of the prelearner's sampling (same data + seed -> same first batch)."""
-    module_id: str = "default_policy"
-    """The RLModule the batches are for (single-agent)."""
     stats_name: str = ""
     """Name of the accounting actor prelearners report to (``offline_graph.jobs.accounting``)."""
     files_rejected: dict = field(default_factory=dict)
@@ -33,6 +31,7 @@ class GraphSettings:
     """Skip mode: the first error message per file rejection reason."""
 
     def as_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (stored in ``learner_config_dict``)."""
         return asdict(self)
 
 
@@ -50,4 +49,5 @@ def read_settings(config: Any, where: str) -> GraphSettings:
         raise ConfigError(
             f"{where}: on_error must be 'raise' or 'skip' (found {on_error!r})."
         )
-    return GraphSettings(**raw)
+    # Configs saved before GraphSettings lost its (never settable) module_id still load.
+    return GraphSettings(**{k: v for k, v in raw.items() if k != "module_id"})

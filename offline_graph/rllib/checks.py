@@ -1,0 +1,92 @@
+"""The one-shot check of a graph-training config: every setting it lacks or contradicts.
+
+Run by :class:`~offline_graph.rllib.algorithms.GraphBC` / ``GraphMARWIL`` when the algorithm
+is built (``config.build_algo()``), before RLlib sets up its Ray Data pipeline and learners,
+and by :class:`~offline_graph.rllib.prelearner.GraphOfflinePreLearner` when it finds a config
+that never went through :func:`offline_graph.configure`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from offline_graph.data.errors import ConfigError
+from offline_graph.rllib.collate_fn import GraphCollateFn
+from offline_graph.rllib.settings import SETTINGS_KEY
+
+
+def graph_config_problems(cfg: Any) -> list[str]:
+    """Every setting graph training needs that ``cfg`` lacks or contradicts (empty: fine)."""
+    problems = []
+    if SETTINGS_KEY not in (cfg.learner_config_dict or {}):
+        problems.append(
+            "learner_config_dict['offline_graph'] must be set by offline_graph.configure(config) "
+            "(found it missing)"
+        )
+    collate = (cfg.iter_batches_kwargs or {}).get("collate_fn")
+    if not isinstance(collate, GraphCollateFn):
+        problems.append(
+            "offline_data(iter_batches_kwargs={'collate_fn': ...}) must be "
+            f"offline_graph.GraphCollateFn() (found {type(collate).__name__ if collate else None}"
+            "): the stock collate cannot batch ragged graph columns"
+        )
+    if cfg.dataset_num_iters_per_learner is None or (
+        cfg.num_learners == 0 and cfg.dataset_num_iters_per_learner == 1
+    ):
+        problems.append(
+            "offline_data(dataset_num_iters_per_learner=...) must be an int >= 2 with "
+            "num_learners=0, or >= 1 with remote learners (found "
+            f"{cfg.dataset_num_iters_per_learner!r})"
+        )
+    problems += _cpu_problems(cfg)
+    return problems
+
+
+def _cpu_problems(cfg: Any) -> list[str]:
+    """CPU requests that leave Ray Data's read tasks no CPU on the running cluster (a hang)."""
+    import ray
+
+    if not ray.is_initialized():
+        return []
+    total = float(ray.cluster_resources().get("CPU", 0.0))
+    map_kwargs = cfg.map_batches_kwargs or {}
+    map_cpus = float(map_kwargs.get("num_cpus") or 1.0)
+    concurrency = map_kwargs.get("concurrency") or max(2, cfg.num_learners)
+    concurrency = concurrency[-1] if isinstance(concurrency, (tuple, list)) else concurrency
+    learner_cpus = 0.0
+    if cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0:
+        per = cfg.num_cpus_per_learner
+        learner_cpus = cfg.num_learners * (1.0 if per in ("auto", None) else float(per))
+    needed = map_cpus * float(concurrency) + learner_cpus + 1.0  # + one read task
+    if needed <= total:
+        # Ray Data's ListFiles/ReadFiles tasks take one whole CPU on one node: some node must
+        # keep a whole CPU free however the fractional actors are placed (each on one node).
+        nodes = [float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]]
+        fractional = map_cpus * float(concurrency) + learner_cpus
+        actors = int(concurrency) + (cfg.num_learners if learner_cpus else 0)
+        if any(c >= 1.0 + fractional for c in nodes) or sum(c >= 1.0 for c in nodes) > actors:
+            return []
+        return [
+            "CPU requests must leave one node a whole free CPU for Ray Data's read tasks "
+            f"(ListFiles/ReadFiles take 1 CPU each): {actors} fractional actors ({fractional} "
+            f"CPU) could take a share of each of the {len(nodes)} nodes with CPUs {nodes} "
+            "(found no node that always keeps a whole CPU). Use nodes with more CPUs or "
+            "fewer learners"
+        ]
+    return [
+        f"CPU requests must leave one CPU for Ray Data's read tasks: prelearner actors "
+        f"{concurrency} x {map_cpus} + learners {learner_cpus} + 1 read = {needed} must be <= "
+        f"the cluster's {total} CPUs (found more). configure() sets map_batches_kwargs "
+        "num_cpus=0.25, concurrency=1 and num_cpus_per_learner=0.25 for CPU learners"
+    ]
+
+
+def check_graph_config(cfg: Any) -> None:
+    """Raise one ConfigError naming every problem of :func:`graph_config_problems`."""
+    problems = graph_config_problems(cfg)
+    if problems:
+        raise ConfigError(
+            "GraphOfflinePreLearner config: " + "; ".join(problems) + ". Call "
+            "`config = offline_graph.configure(config)` after your other settings and before "
+            "`config.build_algo()`."
+        )

@@ -1,0 +1,191 @@
+"""GraphBC / GraphMARWIL: configure picks them; get_module, checkpoints and set_state work
+without EnvRunners; what a config that skipped configure gets.
+
+The Ray tests share one 2-CPU session and train on the shipped ``sample_data/expert``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import numpy as np
+import pytest
+from ray.rllib.algorithms.bc import BC, BCConfig
+from ray.rllib.algorithms.marwil import MARWIL, MARWILConfig
+
+import offline_graph
+from offline_graph import ConfigError, GraphBC, GraphMARWIL
+from tests.test_prelearner import make_config as unconfigured_config
+from tests.test_train_pipeline import eval_observations
+from tests.test_train_pipeline import make_config as expert_config
+
+ray = pytest.importorskip("ray")
+
+EXPERT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "sample_data", "expert")
+
+
+# --------------------------------------------------------------------------- configure
+def test_configure_sets_the_graph_algorithm_class(tmp_path):
+    bc = offline_graph.configure(unconfigured_config(tmp_path, cls=BCConfig))
+    marwil = offline_graph.configure(unconfigured_config(tmp_path, cls=MARWILConfig, beta=1.0))
+    assert bc.algo_class is GraphBC and marwil.algo_class is GraphMARWIL
+    assert issubclass(GraphBC, BC) and issubclass(GraphMARWIL, MARWIL)
+    # configure again: already graph-aware, kept; so is a user's subclass of GraphBC.
+    assert offline_graph.configure(bc).algo_class is GraphBC
+
+    class MyGraphBC(GraphBC):
+        pass
+
+    mine = unconfigured_config(tmp_path)
+    mine.algo_class = MyGraphBC
+    assert offline_graph.configure(mine).algo_class is MyGraphBC
+
+
+def test_configure_refuses_other_algorithms(tmp_path):
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    with pytest.raises(ConfigError) as err:
+        offline_graph.configure(PPOConfig())
+    assert str(err.value) == (
+        "configure: config.algo_class must be BC, MARWIL or a subclass of offline_graph.GraphBC "
+        "/ GraphMARWIL (found PPO). offline_graph trains BC and MARWIL: start from a BCConfig "
+        "or a MARWILConfig."
+    )
+
+    class MyBC(BC):  # its overrides would be lost if configure swapped in GraphBC
+        pass
+
+    cfg = unconfigured_config(tmp_path)
+    cfg.algo_class = MyBC
+    with pytest.raises(ConfigError, match=r"\(found MyBC\)\. Derive MyBC from offline_graph\.GraphBC "
+                                          r"instead of BC so it keeps its overrides\."):
+        offline_graph.configure(cfg)
+
+
+# --------------------------------------------------------------------------- with Ray
+@pytest.fixture(scope="module")
+def ray_session():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        import gc
+
+        gc.collect()  # finalize the learners' Ray Data iterators while Ray still runs
+        ray.shutdown()
+
+
+def logits(module, obs, edge_dim):
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    from offline_graph.rllib.evaluation import obs_batch
+
+    with torch.no_grad():
+        return module.forward_inference(obs_batch(obs, edge_dim))[Columns.ACTION_DIST_INPUTS]
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+@pytest.mark.slow
+def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
+    import torch
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    from offline_graph import GNNModule
+
+    obs, edge_dim = eval_observations(8)
+    algo = expert_config("bc", 0, EXPERT).build_algo()
+    try:
+        assert type(algo) is GraphBC
+        # RLlib rebuilds algo.config from a state without algo_class; GraphBC puts it back.
+        assert algo.config.algo_class is GraphBC
+        assert algo.env_runner_group is None  # offline: what RLlib's own get_module needs
+        algo.train()
+
+        # get_module: a CPU copy of the learner's module, same logits, the learner's untouched.
+        learner_module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
+        module = algo.get_module()
+        assert type(module) is GNNModule and module is not learner_module
+        assert {p.device.type for p in module.parameters()} == {"cpu"}
+        expected = logits(learner_module, obs, edge_dim)
+        assert expected.shape == (8, 4)
+        assert torch.equal(logits(module, obs, edge_dim), expected)
+        with torch.no_grad():
+            for p in module.parameters():
+                p.add_(1.0)
+        assert torch.equal(logits(learner_module, obs, edge_dim), expected)
+        assert algo.get_module("no_such_module") is None
+
+        # Checkpoint -> Algorithm.from_checkpoint: a GraphBC with exactly the saved weights.
+        saved = algo.get_module().get_state()
+        ckpt = str(tmp_path / "ckpt")
+        algo.save_to_path(ckpt)
+        # (a local learner's state holds numpy views of its live tensors: copy it)
+        state = copy.deepcopy(algo.get_state())
+    finally:
+        algo.stop()
+
+    algo2 = Algorithm.from_checkpoint(ckpt)
+    try:
+        assert type(algo2) is GraphBC and algo2.config.algo_class is GraphBC
+        assert algo2.iteration == 1
+        assert_same_state(algo2.get_module().get_state(), saved)
+    finally:
+        algo2.stop()
+
+    # set_state on a fresh (untrained) algorithm: it takes the trained weights (RLlib's
+    # BC.set_state raises here, syncing them to EnvRunners that do not exist).
+    algo3 = expert_config("bc", 0, EXPERT).build_algo()
+    try:
+        fresh = algo3.get_module().get_state()
+        assert not np.array_equal(fresh["_encoder.inp.weight"], saved["_encoder.inp.weight"])
+        algo3.set_state(state)
+        assert_same_state(algo3.get_module().get_state(), saved)
+        assert algo3.iteration == 1
+    finally:
+        algo3.stop()
+
+
+@pytest.mark.slow
+def test_skipping_configure_fails_late(ray_session):
+    """What the user sees when the config names GraphOfflinePreLearner but skipped configure
+    (so the algorithm is RLlib's own BC, which runs none of offline_graph's checks)."""
+    from ray.exceptions import ActorDiedError
+
+    from offline_graph.data.errors import find_project_error
+
+    # num_learners=0 and dataset_num_iters_per_learner unset: RLlib's own validate() refuses.
+    config = expert_config("bc", 0, EXPERT, configured=False).offline_data(
+        dataset_num_iters_per_learner=None)
+    assert config.algo_class is BC
+    with pytest.raises(ValueError) as err:
+        config.build_algo()
+    assert type(err.value) is ValueError
+    assert "`dataset_num_iters_per_learner`) has to be defined!" in str(err.value)
+
+    # With it set, build_algo() succeeds; the first train() starts the prelearner actors,
+    # whose constructor raises our ConfigError: Ray reports it as an ActorDiedError.
+    algo = expert_config("bc", 0, EXPERT, configured=False).build_algo()
+    try:
+        assert type(algo) is BC
+        with pytest.raises(ActorDiedError) as died:
+            algo.train()
+    finally:
+        algo.stop()
+    found = find_project_error(died.value)
+    assert type(found) is ConfigError
+    assert str(found).startswith(
+        "GraphOfflinePreLearner config: learner_config_dict['offline_graph'] must be set by "
+        "offline_graph.configure(config) (found it missing); offline_data(iter_batches_kwargs="
+    )
+    assert "CPU requests must leave one CPU for Ray Data's read tasks: prelearner actors 2 x 1.0" \
+        in str(found)
