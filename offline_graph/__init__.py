@@ -23,7 +23,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from offline_graph.moved import install as _install_moved_paths
+
 __version__ = "0.1.0"
+_install_moved_paths()  # old module paths (offline_graph.collate, ...) still import
 
 _EXPORTS: dict[str, str] = {
     # RLlib integration (Ray, torch)

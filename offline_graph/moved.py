@@ -28,7 +28,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "offline_graph.accounting": ("offline_graph.jobs.accounting",),
     "offline_graph.convert": ("offline_graph.jobs.convert",),
     "offline_graph.recording": ("offline_graph.jobs.recording",),
-    "offline_graph.evaluation": ("offline_graph.rllib.evaluation", "offline_graph.rllib.restore"),
+    "offline_graph.evaluation": ("offline_graph.rllib.evaluation",),
 }
 """Old module path -> the modules its names now live in (searched in order)."""
 
