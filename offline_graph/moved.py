@@ -75,7 +75,20 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         """Nothing to run: every attribute is forwarded on access."""
 
 
-def install() -> None:
-    """Add the finder to ``sys.meta_path`` once (called by ``import offline_graph``)."""
+class _Package(types.ModuleType):
+    """``offline_graph`` itself: importing an old path that is also a public name (the module
+    ``offline_graph.collate`` vs the function ``offline_graph.collate``) must not rebind the
+    package attribute to the forwarding module, as the import system otherwise does."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and f"{self.__name__}.{name}" in MOVED:
+            return
+        super().__setattr__(name, value)
+
+
+def install(package: str = "offline_graph") -> None:
+    """Add the finder to ``sys.meta_path`` once and guard the package's public names (called
+    by ``import offline_graph``)."""
     if not any(isinstance(f, MovedModules) for f in sys.meta_path):
         sys.meta_path.append(MovedModules())
+    sys.modules[package].__class__ = _Package
