@@ -141,6 +141,12 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     """
 
     def setup(self) -> None:
+        if self.observation_space is None or self.action_space is None:
+            raise ConfigError(
+                "GNNModule: observation_space and action_space must be set (found "
+                f"{self.observation_space!r}, {self.action_space!r}). Give them in "
+                "config.environment(...) or in the RLModuleSpec."
+            )
         cfg = resolve_gnn_config(self.model_config, self.observation_space)
         self.gnn_config = cfg
         in_dim, edge_dim = space_sizes(self.observation_space)
