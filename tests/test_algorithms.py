@@ -139,8 +139,22 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
         assert type(algo2) is GraphBC and algo2.config.algo_class is GraphBC
         assert algo2.iteration == 1
         assert_same_state(algo2.get_module().get_state(), saved)
+        # the old helper names still work, through the same paths, with a warning
+        from offline_graph.rllib.evaluation import learner_module
+
+        with pytest.warns(DeprecationWarning, match=r"algo.get_module\(\)"):
+            assert_same_state(learner_module(algo2).get_state(), saved)
     finally:
         algo2.stop()
+    from offline_graph.rllib.evaluation import restore_algorithm
+
+    with pytest.warns(DeprecationWarning, match="Algorithm.from_checkpoint"):
+        algo4 = restore_algorithm(ckpt)
+    try:
+        assert type(algo4) is GraphBC
+        assert_same_state(algo4.get_module().get_state(), saved)
+    finally:
+        algo4.stop()
 
     # set_state on a fresh (untrained) algorithm: it takes the trained weights (RLlib's
     # BC.set_state raises here, syncing them to EnvRunners that do not exist).

@@ -47,6 +47,7 @@ from offline_graph.jobs.recording import (
 from offline_graph.data.spaces import selection_level
 
 if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.core.rl_module.rl_module import RLModule
 
 DEFAULT_EVAL_SEED = 987_654_321
@@ -334,3 +335,28 @@ def baseline_scores(
         name: evaluate_policy(name, env, episodes, seed, env_config=env_config, mask_key=mask_key)
         for name in ("expert", "random")
     }
+
+
+# --------------------------------------------------------------------------- old names
+def learner_module(algo: Algorithm, module_id: str | None = None) -> RLModule | None:
+    """Deprecated: ``algo.get_module(module_id)`` (works on ``GraphBC`` / ``GraphMARWIL``)."""
+    import warnings
+
+    from offline_graph.rllib.algorithms import learner_module_copy
+
+    warnings.warn("learner_module(algo) is algo.get_module() now.", DeprecationWarning, stacklevel=2)
+    if module_id is None:
+        return learner_module_copy(algo)
+    return learner_module_copy(algo, module_id)
+
+
+def restore_algorithm(checkpoint: str) -> Algorithm:
+    """Deprecated: ``ray.rllib.algorithms.algorithm.Algorithm.from_checkpoint(checkpoint)``."""
+    import warnings
+
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    warnings.warn(
+        "restore_algorithm(path) is Algorithm.from_checkpoint(path) now.", DeprecationWarning, stacklevel=2
+    )
+    return Algorithm.from_checkpoint(checkpoint)
