@@ -100,7 +100,8 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from offline_graph import GNNModule
+    from offline_graph import GNNModule, data_report
+    from offline_graph.jobs import accounting
 
     obs, edge_dim = eval_observations(8)
     algo = expert_config("bc", 0, EXPERT).build_algo()
@@ -131,8 +132,17 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
         algo.save_to_path(ckpt)
         # (a local learner's state holds numpy views of its live tensors: copy it)
         state = copy.deepcopy(algo.get_state())
+        report = data_report(algo.config)
+        run = algo.config.learner_config_dict["offline_graph"]["stats_name"]
+        assert run in accounting.open_runs()
     finally:
         algo.stop()
+    # the run's accounting is closed: the stats actor forgets it, data_report still has it
+    assert run not in accounting.open_runs()
+    assert data_report(algo.config) == report
+    # materialize_mapped_data: the first train() maps every one of the 120 expert episodes
+    assert report["episodes_read"] == report["episodes_used"] == 120
+    assert report["rejected_by_reason"] == {}
 
     algo2 = Algorithm.from_checkpoint(ckpt)
     try:

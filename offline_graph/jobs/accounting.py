@@ -4,7 +4,9 @@ Workers (prelearner actors, conversion map tasks) report a :class:`ReadStats` pe
 block to one named, detached collector actor per cluster (created on first use, reused by
 later runs), under the run's name and keyed by a digest of the block, so a block retried
 after a worker died replaces its earlier report instead of counting twice. The driver reads
-the merged totals of its run with :func:`collect` and drops them with :func:`close`.
+the merged totals of its run with :func:`collect`. When the run ends (``algo.stop()`` of a
+``GraphBC`` / ``GraphMARWIL``) :func:`close` keeps the final totals in the driver process and
+drops the run from the actor, so the long-lived actor holds only runs in progress.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from offline_graph.data.reader import ReadStats
 
 NAMESPACE = "offline_graph"
 COLLECTOR = "offline_graph_accounting"
+_CLOSED: dict[str, ReadStats] = {}
+"""Final totals of the runs this driver closed (what :func:`collect` returns for them)."""
 
 
 def block_key(items: Sequence[bytes], paths: Sequence[str | None]) -> str:
@@ -64,6 +68,9 @@ def _actor_class() -> Any:
         def drop(self, run: str) -> None:
             self.runs.pop(run, None)
 
+        def run_names(self) -> list[str]:
+            return sorted(self.runs)
+
     return StatsCollector
 
 
@@ -88,6 +95,8 @@ def collect(run: str) -> ReadStats:
     """Merged totals of run ``run`` (empty stats if nothing was reported)."""
     import ray
 
+    if run in _CLOSED:
+        return _CLOSED[run]
     try:
         actor = ray.get_actor(COLLECTOR, namespace=NAMESPACE)
     except ValueError:
@@ -95,11 +104,24 @@ def collect(run: str) -> ReadStats:
     return from_dicts(ray.get(actor.summary.remote(run)))
 
 
-def close(run: str) -> None:
-    """Forget run ``run``'s reports."""
+def close(run: str) -> ReadStats:
+    """End run ``run``: keep its final totals in this process, drop them from the actor."""
+    import ray
+
+    totals = collect(run)
+    _CLOSED[run] = totals
+    try:
+        ray.get(ray.get_actor(COLLECTOR, namespace=NAMESPACE).drop.remote(run))
+    except ValueError:  # no actor: nothing was reported
+        pass
+    return totals
+
+
+def open_runs() -> list[str]:
+    """The runs the cluster's collector still holds (for tests and monitoring)."""
     import ray
 
     try:
-        ray.get(ray.get_actor(COLLECTOR, namespace=NAMESPACE).drop.remote(run))
+        return list(ray.get(ray.get_actor(COLLECTOR, namespace=NAMESPACE).run_names.remote()))
     except ValueError:
-        pass
+        return []

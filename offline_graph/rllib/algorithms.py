@@ -23,6 +23,9 @@ override                    why
                             ``Checkpointable.restore_from_path`` runs
 ``set_state``               same sync after setting the LearnerGroup state: without
                             EnvRunners the LearnerGroup state is set here, the rest by RLlib
+``cleanup``                 (run by ``algo.stop()``) closes the run's accounting: the totals
+                            stay readable with ``data_report``, the cluster's stats actor
+                            forgets them
 ==========================  ==================================================================
 
 With an EnvRunner group (e.g. an env configured for evaluation) each override defers to RLlib.
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import ray
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.bc import BC
@@ -48,7 +52,9 @@ from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.typing import ModuleID, StateDict
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.jobs import accounting
 from offline_graph.rllib.checks import check_graph_config
+from offline_graph.rllib.settings import read_settings
 
 
 class GraphOfflineAlgorithm(Algorithm):
@@ -109,6 +115,14 @@ class GraphOfflineAlgorithm(Algorithm):
                 from_worker_or_learner_group=self.learner_group, inference_only=True
             )
         super().set_state({k: v for k, v in state.items() if k != COMPONENT_LEARNER_GROUP})
+
+
+    @override(Algorithm)
+    def cleanup(self) -> None:
+        super().cleanup()
+        settings = read_settings(self.config, where=type(self).__name__)
+        if settings.stats_name and ray.is_initialized():
+            accounting.close(settings.stats_name)
 
 
 class GraphMARWIL(GraphOfflineAlgorithm, MARWIL):
