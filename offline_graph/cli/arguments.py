@@ -1,18 +1,41 @@
-"""Command-line helpers shared by the pipelines: --help text from config docstrings, JSON args."""
+"""Command-line helpers shared by the jobs: the argparse parser of a config dataclass.
+
+Each job states its settings once, as a frozen dataclass with a docstring under every field;
+:func:`parser_for` derives the ``--field-name`` options from it (type, default, choices and
+--help text) and :func:`config_from` turns the parsed namespace back into the dataclass.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import argparse
 import ast
+import dataclasses
 import inspect
 import itertools
 import json
 import textwrap
+import types
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 if TYPE_CHECKING:
-    from offline_graph.data.errors import OfflineGraphError
+    from _typeshed import DataclassInstance
+
+    from offline_graph.data.errors import ConfigError
+
+C = TypeVar("C", bound="DataclassInstance")
+CLI = "cli"
+"""The key of a field's metadata that holds :func:`arg`'s settings."""
+
+
+def arg(*, positional: bool = False, **kwargs: Any) -> dict[str, Any]:
+    """``dataclasses.field(metadata=arg(...))``: what a field's type and default cannot say.
+
+    ``positional=True`` makes the field a positional argument; every other keyword is passed
+    to ``ArgumentParser.add_argument`` and overrides the derived one (e.g. ``metavar="CASE"``,
+    ``choices=[...]``, or ``default=None`` for a command-line default that differs from the
+    dataclass default).
+    """
+    return {CLI: {"positional": positional, **kwargs}}
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -43,7 +66,7 @@ def json_object(text: str) -> dict:
     return value
 
 
-def bad_value(prog: str, cfg: object, name: str, expected: str, hint: str) -> "OfflineGraphError":
+def bad_value(prog: str, cfg: object, name: str, expected: str, hint: str) -> ConfigError:
     """``<prog>: --<name> must be <expected> (found <value>). <hint>`` as a ConfigError."""
     from offline_graph.data.errors import ConfigError
 
@@ -51,3 +74,99 @@ def bad_value(prog: str, cfg: object, name: str, expected: str, hint: str) -> "O
         f"{prog}: --{name.replace('_', '-')} must be {expected} "
         f"(found {getattr(cfg, name)!r}). {hint}"
     )
+
+
+def _without_none(hint: Any) -> Any:
+    """``X | None`` -> ``X`` (other hints unchanged)."""
+    if get_origin(hint) in (Union, types.UnionType):
+        rest = [a for a in get_args(hint) if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return hint
+
+
+def _default(f: dataclasses.Field) -> Any:
+    """The default of field ``f`` (``default_factory()`` called), or ``MISSING``."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def field_argument(cls: type, f: dataclasses.Field, hint: Any, doc: str | None) -> tuple[str, dict[str, Any]]:
+    """(name or flag, ``add_argument`` keywords) of field ``f`` annotated ``hint``.
+
+    ``bool`` is a flag (``store_true`` when the default is False, else ``--x/--no-x``);
+    ``int``/``float`` set ``type``; ``dict`` is a JSON object (:func:`json_object`);
+    ``Literal[...]`` gives ``choices``; ``list[X]``/``tuple[X, ...]`` take one or more values
+    (zero or more when positional); ``X | None`` is ``X`` with the default None.
+    """
+    extra = dict(f.metadata.get(CLI, {}))
+    positional = extra.pop("positional", False)
+    default = _default(f)
+    base = _without_none(hint)
+    kw: dict[str, Any] = {"help": doc}
+    if base is bool:
+        kw["action"] = "store_true" if default is False else argparse.BooleanOptionalAction
+    else:
+        if get_origin(base) in (list, tuple):
+            kw["nargs"] = "*" if positional else "+"
+            base = get_args(base)[0]
+        if get_origin(base) is Literal:
+            kw["choices"] = get_args(base)
+            if not all(isinstance(c, str) for c in kw["choices"]):
+                kw["type"] = type(kw["choices"][0])
+        elif base is dict or get_origin(base) is dict:
+            kw["type"] = json_object
+        elif base in (int, float):
+            kw["type"] = base
+        elif base is not str and "type" not in extra:
+            raise TypeError(
+                f"{cls.__name__}.{f.name}: no command-line form of {hint!r}; give one with "
+                "dataclasses.field(metadata=arg(type=...))."
+            )
+    if default is not dataclasses.MISSING:
+        kw["default"] = default
+    elif not positional:
+        kw["required"] = True
+    kw.update(extra)
+    return (f.name if positional else "--" + f.name.replace("_", "-")), kw
+
+
+def add_fields(parser: argparse.ArgumentParser, cls: type[DataclassInstance]) -> None:
+    """One argument per field of dataclass ``cls``, in field order (see :func:`field_argument`)."""
+    docs = field_docs(cls)
+    hints = get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        name, kw = field_argument(cls, f, hints[f.name], docs.get(f.name))
+        if name.startswith("--"):
+            kw["dest"] = f.name
+        parser.add_argument(name, **kw)
+
+
+def parser_for(
+    cls: type[DataclassInstance],
+    prog: str,
+    description: str | None,
+    formatter_class: type[argparse.HelpFormatter] = argparse.ArgumentDefaultsHelpFormatter,
+) -> argparse.ArgumentParser:
+    """The ``argparse`` parser of dataclass ``cls``: ``--field-name`` per field, required when
+    the field has no default, help from the field's docstring (:func:`field_docs`)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=formatter_class)
+    add_fields(parser, cls)
+    return parser
+
+
+def config_from(cls: type[C], ns: argparse.Namespace) -> C:
+    """The ``cls`` instance of a namespace parsed by :func:`parser_for` (the values of
+    ``tuple`` fields made tuples)."""
+    hints = get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        value = getattr(ns, f.name)
+        if isinstance(value, list) and get_origin(_without_none(hints[f.name])) is tuple:
+            value = tuple(value)
+        values[f.name] = value
+    return cls(**values)

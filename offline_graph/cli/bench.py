@@ -21,18 +21,19 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from statistics import median
 from typing import Any, Sequence
 
 from offline_graph.bench.cases import CASES
+from offline_graph.cli.arguments import arg, config_from, parser_for
 
 
 @dataclass(frozen=True)
 class Args:
     """Command-line settings of a bench run."""
 
-    cases: tuple[str, ...] = CASES
+    cases: tuple[str, ...] = field(default=CASES, metadata=arg(positional=True, metavar="CASE"))
     """Cases to run (any of convert, bytes, prelearner, pipeline, stream, collate, memory,
     gpu), always in that order; default: all."""
     quick: bool = False
@@ -53,29 +54,16 @@ class Args:
     """B: train_batch_size_per_learner and the learner batch size."""
 
 
-def parse_args(argv: Sequence[str] | None) -> Args:
-    from offline_graph.cli.arguments import field_docs
-
-    docs = field_docs(Args)
-    p = argparse.ArgumentParser(prog="offline-graph bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("cases", nargs="*", metavar="CASE", help=docs["cases"])
-    p.add_argument("--quick", action="store_true", help=docs["quick"])
-    p.add_argument("--repeats", type=int, help=docs["repeats"])
-    p.add_argument("--json", help=docs["json"])
-    p.add_argument("--plot", help=docs["plot"])
-    p.add_argument("--workdir", help=docs["workdir"])
-    p.add_argument("--transitions", type=int, help=docs["transitions"])
-    p.add_argument("--stock-transitions", type=int, help=docs["stock_transitions"])
-    p.add_argument("--batch-size", type=int, default=Args.batch_size, help=docs["batch_size"])
-    ns = p.parse_args(argv)
-    bad = [c for c in ns.cases if c not in CASES]
+def parse_args(argv: Sequence[str] | None = None) -> Args:
+    """Command line -> :class:`Args` (exits with status 2 on bad values, like argparse)."""
+    p = parser_for(Args, "offline-graph bench", __doc__, argparse.RawDescriptionHelpFormatter)
+    args = config_from(Args, p.parse_args(argv))
+    bad = [c for c in args.cases if c not in CASES]
     if bad:
         p.error(f"CASE must be one of {', '.join(CASES)} (found {', '.join(bad)})")
-    ns.cases = tuple(c for c in CASES if c in ns.cases) if ns.cases else CASES
-    if ns.repeats is not None and ns.repeats < 1:
-        p.error(f"--repeats must be >= 1 (found {ns.repeats})")
-    return Args(**vars(ns))
+    if args.repeats is not None and args.repeats < 1:
+        p.error(f"--repeats must be >= 1 (found {args.repeats})")
+    return replace(args, cases=tuple(c for c in CASES if c in args.cases) or CASES)
 
 
 def _fmt(v: float | None) -> str:

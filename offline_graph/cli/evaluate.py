@@ -5,17 +5,12 @@ Usage::
     offline-graph evaluate --checkpoint runs/bc --episodes 100 --seed 7
 
 Restores the trained RLModule alone, from ``<checkpoint>/learner_group/learner/rl_module/
-default_policy`` with ``RLModule.from_checkpoint`` (no Ray cluster, no training data needed),
-and plays ``--episodes`` greedy episodes; the expert and random policies play the same seeded
-episodes, and the normalized score is ``100 * (module - random) / (expert - random)``.
-
-Why not ``Algorithm.from_checkpoint(DIR)``: in RLlib 2.60 it fails for offline algorithms.
-It rebuilds the algorithm (fine: the Graph observation space travels in the pickled
-constructor arguments) and then ``Algorithm.restore_from_path`` calls
-``self.env_runner_group.sync_weights(...)`` on an algorithm that has no EnvRunner group
-(``AttributeError: 'NoneType' object has no attribute 'sync_weights'``). To resume training,
-use :func:`offline_graph.rllib.evaluation.restore_algorithm` (same rebuild, generic
-``Checkpointable.restore_from_path``; needs Ray and the data).
+<module id>`` with :func:`offline_graph.rllib.evaluation.restore_module` (no Ray cluster, no
+training data needed), and plays ``--episodes`` greedy episodes; the expert and random
+policies play the same seeded episodes, and the normalized score is
+``100 * (module - random) / (expert - random)``. To resume training instead, rebuild the whole
+algorithm with ``Algorithm.from_checkpoint(DIR)`` (needs Ray and the data; see
+:mod:`offline_graph.rllib.algorithms`).
 
 The env defaults to the one named in ``<checkpoint>/summary.json`` (written by train).
 """
@@ -23,7 +18,6 @@ The env defaults to the one named in ``<checkpoint>/summary.json`` (written by t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -33,7 +27,7 @@ from typing import Any
 
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
-from offline_graph.cli.arguments import field_docs, json_object
+from offline_graph.cli.arguments import arg, config_from, parser_for
 
 
 @dataclass(frozen=True)
@@ -56,7 +50,7 @@ class Config:
     env: str | None = None
     """Env id or module:ClassName (default: the env in <checkpoint>/summary.json, else
     offline_graph/Graph-v0)."""
-    env_config: dict = field(default_factory=dict)
+    env_config: dict = field(default_factory=dict, metadata=arg(default=None))
     """Keyword arguments of the env, as a JSON object (default: from summary.json)."""
     num_envs: int = 16
     """Episodes run in lockstep with one batched forward pass (results do not depend on it)."""
@@ -68,43 +62,24 @@ class Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    docs = field_docs(Config)
-    p = argparse.ArgumentParser(
-        prog="offline-graph evaluate",
-        description="Evaluate a trained checkpoint greedily in the env, with baselines.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument("--checkpoint", default=None, help=docs["checkpoint"])
-    p.add_argument("--policy", default=None, help=docs["policy"])
-    p.add_argument("--mask-key", default=Config.mask_key, help=docs["mask_key"])
-    p.add_argument("--episodes", type=int, default=Config.episodes, help=docs["episodes"])
-    p.add_argument("--seed", type=int, default=Config.seed, help=docs["seed"])
-    p.add_argument("--env", default=None, help=docs["env"])
-    p.add_argument("--env-config", type=json_object, default=None, help=docs["env_config"])
-    p.add_argument("--num-envs", type=int, default=Config.num_envs, help=docs["num_envs"])
-    p.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True,
-                   help=docs["baselines"])
-    p.add_argument("--output", default=None, help=docs["output"])
-    return p
+    return parser_for(Config, "offline-graph evaluate",
+                      "Evaluate a trained checkpoint greedily in the env, with baselines.")
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
     """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
     parser = build_parser()
     ns = parser.parse_args(argv)
-    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(Config)}
     if (ns.checkpoint is None) == (ns.policy is None):
         parser.error(
             "evaluate: exactly one of --checkpoint and --policy must be given (found "
             f"checkpoint={ns.checkpoint!r}, policy={ns.policy!r}). --policy evaluates a "
             "module:function or a named policy of the env."
         )
-    if values["env_config"] is None:
-        values["env_config"] = (
-            _summary(ns.checkpoint).get("config", {}).get("env_config") or {}
-            if ns.checkpoint else {}
-        )
-    cfg = Config(**values)
+    if ns.env_config is None:  # not given: the one train used, from summary.json
+        summary = _summary(ns.checkpoint) if ns.checkpoint else {}
+        ns.env_config = summary.get("config", {}).get("env_config") or {}
+    cfg = config_from(Config, ns)
     if cfg.episodes < 1:
         parser.error(f"evaluate: --episodes must be >= 1 (found {cfg.episodes}).")
     if cfg.num_envs < 1:

@@ -35,17 +35,18 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-import numpy as np
-
+from offline_graph.cli import train
+from offline_graph.cli.arguments import arg, bad_value, config_from, parser_for
+from offline_graph.cli.experiment_report import gaps, markdown, row_stats, save_curves
+from offline_graph.cli.train_config import build_config, data_metadata, quiet_ray_data
+from offline_graph.cli.train_report import iteration_record, json_default, versions
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
-from offline_graph.cli import train
-from offline_graph.cli.arguments import bad_value, field_docs
 
-MIXED_POLICIES = ("decoy", "mixed")
-QUICK = {"seeds": 1, "iterations": 2, "eval_every": 1, "eval_episodes": 10, "mixed_episodes": 200}
+QUICK: dict[str, Any] = {"seeds": 1, "iterations": 2, "eval_every": 1, "eval_episodes": 10,
+                         "mixed_episodes": 200}
 """What --quick sets (a smoke run: tested for running, not for scores)."""
 
 
@@ -56,7 +57,7 @@ class Row:
     key: str
     data: str
     """``expert`` or ``mixed``."""
-    algo: str
+    algo: train.Algo
     beta: float | None = None
     bag_of_nodes: bool = False
 
@@ -106,7 +107,7 @@ class Config:
     mixed_data: str | None = None
     """Existing episode files of the mixed-quality rows; default: record them into
     <output>/data with --mixed-policy, --mixed-epsilon, --mixed-episodes, --mixed-seed."""
-    mixed_policy: str = "decoy"
+    mixed_policy: Literal["decoy", "mixed"] = "decoy"
     """Behaviour policy of the recorded mixed data: decoy (the expert, else with probability
     epsilon the most frequent node color, a systematic mistake) or mixed (the expert, else a
     uniformly random action)."""
@@ -116,7 +117,8 @@ class Config:
     """Episodes of the recorded mixed data."""
     mixed_seed: int = 2
     """Recording seed of the mixed data (not the evaluation seed)."""
-    rows: list[str] = field(default_factory=lambda: [r.key for r in ROWS])
+    rows: list[str] = field(default_factory=lambda: [r.key for r in ROWS],
+                            metadata=arg(choices=[r.key for r in ROWS]))
     """Rows to run (keys of the table)."""
     quick: bool = False
     """Smoke run: sets seeds=1, iterations=2, eval_every=1, eval_episodes=10,
@@ -130,31 +132,9 @@ class Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    docs = field_docs(Config)
-    p = argparse.ArgumentParser(
-        prog="offline-graph experiment",
-        description="Train the learning-quality table (BC / MARWIL / bag of nodes, seeds).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument("--output", required=True, help=docs["output"])
-    kinds: dict[str, dict[str, Any]] = {
-        "seeds": {"type": int}, "iterations": {"type": int},
-        "updates_per_iteration": {"type": int}, "batch_size": {"type": int},
-        "lr": {"type": float}, "hidden": {"type": int}, "layers": {"type": int},
-        "eval_every": {"type": int}, "eval_episodes": {"type": int}, "eval_seed": {"type": int},
-        "expert_data": {}, "mixed_data": {}, "mixed_policy": {"choices": MIXED_POLICIES},
-        "mixed_epsilon": {"type": float}, "mixed_episodes": {"type": int},
-        "mixed_seed": {"type": int}, "rows": {"nargs": "+", "choices": [r.key for r in ROWS]},
-        "quick": {"action": "store_true"}, "num_cpus": {"type": int},
-        "torch_threads": {"type": int},
-    }
-    for f in dataclasses.fields(Config):
-        if f.name == "output":
-            continue
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
-        p.add_argument("--" + f.name.replace("_", "-"), default=default, help=docs[f.name],
-                       **kinds[f.name])
-    return p
+    """The command line of :class:`Config` (one option per field)."""
+    return parser_for(Config, "offline-graph experiment",
+                      "Train the learning-quality table (BC / MARWIL / bag of nodes, seeds).")
 
 
 def check_config(cfg: Config) -> None:
@@ -187,10 +167,9 @@ def check_config(cfg: Config) -> None:
 def parse_args(argv: list[str] | None = None) -> Config:
     """Command line -> :class:`Config` (--quick applied; exits with status 2 on bad values)."""
     parser = build_parser()
-    ns = parser.parse_args(argv)
-    cfg = Config(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(Config)})
+    cfg = config_from(Config, parser.parse_args(argv))
     if cfg.quick:
-        cfg = dataclasses.replace(cfg, **QUICK)  # type: ignore[arg-type]
+        cfg = dataclasses.replace(cfg, **QUICK)
     try:
         check_config(cfg)
     except ConfigError as err:
@@ -199,6 +178,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
 
 
 def rows_of(cfg: Config) -> list[Row]:
+    """The rows of :data:`ROWS` that ``--rows`` selects, in table order."""
     return [r for r in ROWS if r.key in cfg.rows]
 
 
@@ -250,10 +230,13 @@ def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> di
     from offline_graph.jobs.recording import DEFAULT_ENV, make_env
 
     t_start = time.perf_counter()
-    scan = scan_files(tcfg.data, tcfg.on_error)  # type: ignore[arg-type]
-    env_name = train.data_metadata(scan.files).get("env") or DEFAULT_ENV
+    scan = scan_files(tcfg.data, tcfg.on_error)
+    if scan.kind is None:
+        raise ConfigError(f"experiment: {tcfg.data} must hold Parquet files (found none). "
+                          "Record episodes with offline-graph record.")
+    env_name = data_metadata(scan.files).get("env") or DEFAULT_ENV
     env = make_env(env_name, tcfg.env_config)
-    config = train.build_config(tcfg, scan.kind, env.observation_space, env.action_space)
+    config = build_config(tcfg, scan.kind, env.observation_space, env.action_space)
     env.close()
     algo = config.build_algo()
     curve: list[dict[str, Any]] = []
@@ -262,7 +245,7 @@ def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> di
     try:
         for it in range(1, tcfg.iterations + 1):
             t = time.perf_counter()
-            rec = train.iteration_record(algo.train(), time.perf_counter() - t, it)
+            rec = iteration_record(algo.train(), time.perf_counter() - t, it)
             seconds.append(rec["seconds"])
             if it % eval_every == 0 or it == tcfg.iterations:
                 t = time.perf_counter()
@@ -280,87 +263,6 @@ def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> di
             "curve": curve, "iteration_seconds": seconds, "train_seconds": sum(seconds),
             "eval_seconds": eval_s,
             "seconds": time.perf_counter() - t_start}
-
-
-# --------------------------------------------------------------------------- table
-def row_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    scores = np.array([r["score"] for r in runs], dtype=float)
-    return {
-        "mean": float(scores.mean()),
-        "std": float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
-        "min": float(scores.min()), "max": float(scores.max()),
-        "scores": [float(s) for s in scores],
-        "seconds_per_run": float(np.mean([r["seconds"] for r in runs])),
-    }
-
-
-def gaps(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The comparisons the issue asks for, with the standard error of the difference."""
-    pairs = (("marwil-1", "bc", ">= 10"), ("marwil-0", "bc", "within noise"),
-             ("marwil-1", "bag-marwil-1", ">= 20"))
-    out = []
-    for a, b, target in pairs:
-        if a in stats and b in stats:
-            sa, sb = stats[a], stats[b]
-            se = float(np.sqrt(sa["std"] ** 2 / len(sa["scores"]) + sb["std"] ** 2 / len(sb["scores"])))
-            out.append({"a": a, "b": b, "diff": sa["mean"] - sb["mean"], "se": se, "target": target})
-    return out
-
-
-def markdown(result: dict[str, Any]) -> str:
-    s = result["settings"]
-    lines = [
-        "| data | algorithm, module | score mean | std | min - max | per seed | s / run |",
-        "|------|-------------------|-----------:|----:|----------:|----------|--------:|",
-    ]
-    for row in result["rows"]:
-        st = row["stats"]
-        seeds = ", ".join(f"{v:.1f}" for v in st["scores"])
-        lines.append(
-            f"| {row['data']} | {row['label']} | {st['mean']:.1f} | {st['std']:.1f} | "
-            f"{st['min']:.1f} - {st['max']:.1f} | {seeds} | {st['seconds_per_run']:.0f} |"
-        )
-    lines.append("")
-    for g in result["gaps"]:
-        lines.append(f"- {g['a']} - {g['b']}: {g['diff']:+.1f} (standard error {g['se']:.1f}; "
-                     f"target {g['target']})")
-    lines.append(
-        f"\nSeeds 0..{s['seeds'] - 1}, {s['iterations']} iterations x {s['updates_per_iteration']} "
-        f"updates x {s['batch_size']} transitions, lr {s['lr']:g}, hidden {s['hidden']}, "
-        f"layers {s['layers']}; {s['eval_episodes']} evaluation episodes (seed {s['eval_seed']}): "
-        f"expert return {result['baselines']['expert']:.2f}, random "
-        f"{result['baselines']['random']:.2f}. Mixed data: {result['data']['mixed_made_by']}. "
-        f"Wall time {result['wall_seconds'] / 60:.1f} min."
-    )
-    return "\n".join(lines) + "\n"
-
-
-def save_curves(path: str, result: dict[str, Any]) -> None:
-    """Score vs iteration: mean over seeds, min-max band; one panel per data set."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [d for d in ("expert", "mixed") if any(r["data"] == d for r in result["rows"])]
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
-    for ax, data in zip(axes[0], panels):
-        for row in (r for r in result["rows"] if r["data"] == data):
-            its = np.array([c["iteration"] for c in row["runs"][0]["curve"]])
-            sc = np.array([[c["score"] for c in run["curve"]] for run in row["runs"]])
-            (line,) = ax.plot(its, sc.mean(0), marker="o", ms=3, label=row["label"])
-            ax.fill_between(its, sc.min(0), sc.max(0), color=line.get_color(), alpha=0.2)
-        ax.axhline(100, color="grey", lw=0.8, ls="--")
-        ax.axhline(0, color="grey", lw=0.8, ls=":")
-        ax.set(xlabel="iteration", ylabel="normalized score (0 random, 100 expert)",
-               title=f"{data} data: {result['data'][data]}")
-        ax.title.set_fontsize(9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    fig.suptitle(f"mean over {result['settings']['seeds']} seed(s), band = min-max", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 # --------------------------------------------------------------------------- main
@@ -383,14 +285,14 @@ def run(cfg: Config) -> dict[str, Any]:
     if any(r.data == "mixed" for r in rows):
         data["mixed"], made_by = mixed_data(cfg)
     files = scan_files(data[rows[0].data], "raise").files
-    base = baselines(cfg, train.data_metadata(files).get("env") or DEFAULT_ENV)
+    base = baselines(cfg, data_metadata(files).get("env") or DEFAULT_ENV)
     print(f"evaluation ({cfg.eval_episodes} episodes, seed {cfg.eval_seed}): expert return "
           f"{base['expert']:.2f}, random {base['random']:.2f}", flush=True)
 
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=cfg.num_cpus, include_dashboard=False, log_to_driver=False)
-    results = []
+    results: list[dict[str, Any]] = []
     try:
         for row in rows:
             runs = []
@@ -417,7 +319,7 @@ def run(cfg: Config) -> dict[str, Any]:
         "rows": results,
         "gaps": gaps(stats),
         "wall_seconds": time.perf_counter() - t0,
-        "versions": train._versions(),
+        "versions": versions(),
     }
     paths = {k: os.path.join(cfg.output, n) for k, n in
              (("json", "results.json"), ("md", "results.md"), ("png", "learning_curves.png"))}
@@ -427,14 +329,14 @@ def run(cfg: Config) -> dict[str, Any]:
     with open(paths["md"], "w") as f:
         f.write(table)
     with open(paths["json"], "w") as f:
-        json.dump(result, f, indent=2, default=train._json_default)
+        json.dump(result, f, indent=2, default=json_default)
     print("\n" + table + "\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
-    train.quiet_ray_data()
+    quiet_ray_data()
     try:
         run(cfg)
     except OfflineGraphError as err:

@@ -11,11 +11,11 @@ See :mod:`offline_graph.data.stats` for how each number is computed.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from offline_graph.cli.arguments import arg, config_from, parser_for
 from offline_graph.data.errors import OfflineGraphError
 
 
@@ -23,7 +23,7 @@ from offline_graph.data.errors import OfflineGraphError
 class Config:
     """Settings of one inspect run."""
 
-    path: str
+    path: str = field(metadata=arg(positional=True))
     """A Parquet episode file or a directory of them."""
     json: bool = False
     """Print the numbers as JSON instead of a table."""
@@ -34,26 +34,20 @@ class Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from offline_graph.cli.arguments import field_docs
-
-    docs = field_docs(Config)
-    p = argparse.ArgumentParser(
-        prog="offline-graph inspect",
-        description="Summarize recorded graph episode files (sizes, returns, padding cost).",
+    return parser_for(
+        Config, "offline-graph inspect",
+        "Summarize recorded graph episode files (sizes, returns, padding cost).",
+        argparse.HelpFormatter,
     )
-    p.add_argument("path", help=docs["path"])
-    p.add_argument("--json", action="store_true", help=docs["json"])
-    p.add_argument("--strict", action="store_true", help=docs["strict"])
-    p.add_argument("--n-max", type=int, default=None, help=docs["n_max"])
-    return p
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
+    """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
     parser = build_parser()
-    ns = parser.parse_args(argv)
-    if ns.n_max is not None and ns.n_max < 1:
-        parser.error(f"inspect: --n-max must be >= 1 (found {ns.n_max}). It is a node count.")
-    return Config(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(Config)})
+    cfg = config_from(Config, parser.parse_args(argv))
+    if cfg.n_max is not None and cfg.n_max < 1:
+        parser.error(f"inspect: --n-max must be >= 1 (found {cfg.n_max}). It is a node count.")
+    return cfg
 
 
 def main(argv: list[str] | None = None) -> int:

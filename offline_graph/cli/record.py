@@ -14,7 +14,6 @@ same command writes byte-identical files whatever ``--workers`` is. Files hold a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.jobs.recording import DEFAULT_ENV, DEFAULT_MASK_KEY
-from offline_graph.cli.arguments import bad_value, field_docs, json_object
+from offline_graph.cli.arguments import bad_value, config_from, parser_for
 
 POLICIES = ("expert", "random", "mixed", "decoy")
 
@@ -41,6 +40,10 @@ class Config:
     rng) method (the node/edge-selection tasks) supply their own expert/random/mixed. Or
     module:function, a user policy called as function(obs_dict, info) -> action (obs_dict has
     action_mask when the env gives one)."""
+    mask_key: str = DEFAULT_MASK_KEY
+    """For NodeAction / EdgeAction envs: the info key holding the bool action mask of the
+    current observation; it is stored as the observation's action_mask (no key in info: no
+    mask, every node/edge allowed)."""
     epsilon: float = 0.3
     """Probability of the noise action for --policy mixed (uniform) and decoy (most frequent
     node color); ignored otherwise."""
@@ -60,44 +63,17 @@ class Config:
     """Delete the episodes-*.parquet files already in --output instead of refusing."""
     progress: bool = True
     """Show a progress bar (--no-progress hides it)."""
-    mask_key: str = DEFAULT_MASK_KEY
-    """For NodeAction / EdgeAction envs: the info key holding the bool action mask of the
-    current observation; it is stored as the observation's action_mask (no key in info: no
-    mask, every node/edge allowed)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    docs = field_docs(Config)
-    p = argparse.ArgumentParser(
-        prog="offline-graph record",
-        description="Record graph episodes from a gymnasium env into Parquet episode files.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument("--output", required=True, help=docs["output"])
-    p.add_argument("--policy", default=Config.policy, help=docs["policy"])
-    p.add_argument("--mask-key", default=Config.mask_key, help=docs["mask_key"])
-    p.add_argument("--epsilon", type=float, default=Config.epsilon, help=docs["epsilon"])
-    p.add_argument("--episodes", type=int, default=Config.episodes, help=docs["episodes"])
-    p.add_argument("--seed", type=int, default=Config.seed, help=docs["seed"])
-    p.add_argument("--env", default=Config.env, help=docs["env"])
-    p.add_argument("--env-config", type=json_object, default={}, help=docs["env_config"])
-    p.add_argument(
-        "--episodes-per-file", type=int, default=Config.episodes_per_file,
-        help=docs["episodes_per_file"],
-    )
-    p.add_argument("--workers", type=int, default=Config.workers, help=docs["workers"])
-    p.add_argument("--overwrite", action="store_true", help=docs["overwrite"])
-    p.add_argument(
-        "--progress", action=argparse.BooleanOptionalAction, default=True, help=docs["progress"]
-    )
-    return p
+    return parser_for(Config, "offline-graph record",
+                      "Record graph episodes from a gymnasium env into Parquet episode files.")
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
     """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
     parser = build_parser()
-    ns = parser.parse_args(argv)
-    cfg = Config(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(Config)})
+    cfg = config_from(Config, parser.parse_args(argv))
     try:
         check_config(cfg)
     except ConfigError as err:

@@ -15,16 +15,16 @@ learner.
 Printed per iteration: the losses (policy; vf and total for MARWIL), transitions/s
 (``num_env_steps_trained`` of the iteration / wall seconds of ``algo.train()``; the first
 iteration includes Ray Data's one-off read + map of the data set) and bytes/transition.
-bytes/transition is measured *on the side*: each iteration draws one learner-sized batch
-(``--batch-size`` transitions, uniformly, seeded) from the locally decoded data (at most
-``SIDE_SAMPLE_LIMIT`` transitions of the first files), batches it with the same
-:func:`offline_graph.data.collate.collate` the learners use, and divides the bytes of its
-``x + edge_index + edge_attr`` arrays (the PyG layout: float32 / int64 / float32) by the
-batch size. ``batch``/``ptr`` index arrays (``8 * (nodes + B + 1)`` bytes) are not counted.
+bytes/transition is measured *on the side* (:class:`offline_graph.cli.train_report.SideSampler`):
+each iteration draws one learner-sized batch (``--batch-size`` transitions, uniformly, seeded)
+from the locally decoded data (at most ``SIDE_SAMPLE_LIMIT`` transitions of the first files),
+batches it with the same :func:`offline_graph.data.collate.collate` the learners use, and
+divides the bytes of its ``x + edge_index + edge_attr`` arrays (the PyG layout: float32 /
+int64 / float32) by the batch size. ``batch``/``ptr`` index arrays (``8 * (nodes + B + 1)``
+bytes) are not counted.
 
-At the end the trained module (taken from the learner, see
-:func:`offline_graph.rllib.evaluation.learner_module`; ``algo.get_module()`` does not work for
-offline algorithms in RLlib 2.60) plays ``--eval-episodes`` greedy episodes, and the expert
+At the end the trained module (``algo.get_module()``, a copy taken from the learner, see
+:mod:`offline_graph.rllib.algorithms`) plays ``--eval-episodes`` greedy episodes, and the expert
 and random policies play the same seeded episodes; the normalized score is
 ``100 * (module - random) / (expert - random)``. Written to ``--checkpoint DIR``: the RLlib
 checkpoint (``algo.save_to_path(DIR)``), ``learning_curve.png`` and ``summary.json``.
@@ -36,30 +36,38 @@ import argparse
 import dataclasses
 import gc
 import json
-import logging
 import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from offline_graph.cli.arguments import bad_value, config_from, parser_for
+from offline_graph.cli.train_config import build_config, data_metadata, quiet_ray_data
+from offline_graph.cli.train_report import (
+    SideSampler,
+    fmt,
+    iteration_record,
+    json_default,
+    save_curve,
+    versions,
+)
 from offline_graph.data.errors import ConfigError, OfflineGraphError
+from offline_graph.data.reader import OnError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
-from offline_graph.cli.arguments import bad_value, field_docs, json_object
 
-ALGOS = ("bc", "marwil")
-CONVS = ("gcn", "sage", "gin", "gine")
-SIDE_SAMPLE_LIMIT = 50_000
-"""At most this many transitions are decoded locally for the bytes/transition measurement."""
+Algo = Literal["bc", "marwil"]
+Conv = Literal["gcn", "sage", "gin", "gine"]
+"""The message-passing layers of :mod:`offline_graph.rllib.gnn_layers` (its ``CONVS``)."""
 
 
 @dataclass(frozen=True)
 class Config:
     """Settings of one training + evaluation run."""
 
-    algo: str
+    algo: Algo
     """Algorithm: bc (behaviour cloning) or marwil (advantage-weighted BC; --beta 0 is BC)."""
     data: str
     """Parquet file or directory of episode files (offline-graph record) or converted
@@ -90,14 +98,14 @@ class Config:
     """GNN node embedding width."""
     layers: int = 2
     """Number of message-passing layers."""
-    conv: str | None = None
+    conv: Conv | None = None
     """Message-passing layer: gcn, sage, gin or gine (default: gine with edge features, else
     gin)."""
     bag_of_nodes: bool = False
     """Ignore edges (per-node layers + pooling): the structure-blind baseline."""
     seed: int = 0
     """Training seed (RLlib's torch seeds and the prelearner's batch sampling)."""
-    on_error: str = "raise"
+    on_error: OnError = "raise"
     """Bad episode rows: raise (stop, naming the file/row/episode) or skip (count and go on)."""
     curve: str | None = None
     """Learning-curve PNG path (default: <checkpoint>/learning_curve.png)."""
@@ -117,43 +125,9 @@ class Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    docs = field_docs(Config)
-    p = argparse.ArgumentParser(
-        prog="offline-graph train",
-        description="Train BC or MARWIL on recorded graph data, then evaluate in the env.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument("--algo", required=True, choices=ALGOS, help=docs["algo"])
-    p.add_argument("--data", required=True, help=docs["data"])
-    p.add_argument("--checkpoint", required=True, help=docs["checkpoint"])
-    opt: list[tuple[str, dict[str, Any]]] = [
-        ("iterations", {"type": int}),
-        ("num_learners", {"type": int}),
-        ("updates_per_iteration", {"type": int}),
-        ("eval_episodes", {"type": int}),
-        ("eval_seed", {"type": int}),
-        ("batch_size", {"type": int}),
-        ("lr", {"type": float}),
-        ("beta", {"type": float}),
-        ("hidden", {"type": int}),
-        ("layers", {"type": int}),
-        ("conv", {"choices": CONVS}),
-        ("bag_of_nodes", {"action": "store_true"}),
-        ("seed", {"type": int}),
-        ("on_error", {"choices": ("raise", "skip")}),
-        ("curve", {}),
-        ("num_gpus_per_learner", {"type": float}),
-        ("env", {}),
-        ("env_config", {"type": json_object}),
-        ("num_cpus", {"type": int}),
-        ("torch_threads", {"type": int}),
-    ]
-    defaults = {f.name: f for f in dataclasses.fields(Config)}
-    for name, kw in opt:
-        f = defaults[name]
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc,operator]
-        p.add_argument("--" + name.replace("_", "-"), default=default, help=docs[name], **kw)
-    return p
+    """The command line of :class:`Config` (one option per field)."""
+    return parser_for(Config, "offline-graph train",
+                      "Train BC or MARWIL on recorded graph data, then evaluate in the env.")
 
 
 def check_config(cfg: Config) -> None:
@@ -192,8 +166,7 @@ def check_config(cfg: Config) -> None:
 def parse_args(argv: list[str] | None = None) -> Config:
     """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
     parser = build_parser()
-    ns = parser.parse_args(argv)
-    cfg = Config(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(Config)})
+    cfg = config_from(Config, parser.parse_args(argv))
     try:
         check_config(cfg)
     except ConfigError as err:
@@ -201,168 +174,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
     return cfg
 
 
-# --------------------------------------------------------------------------- data
-def data_metadata(files: list[str]) -> dict[str, Any]:
-    """The offline_graph metadata of the first file (env, policy, seed, kind, ...)."""
-    from offline_graph.data.format import read_file_metadata
-
-    return read_file_metadata(files[0]) if files else {}
-
-
-class SideSampler:
-    """Learner-sized batches drawn locally from the data, for bytes/transition (see doc)."""
-
-    def __init__(self, files: list[str], kind: str, observation_space: Any, action_space: Any,
-                 batch_size: int, seed: int, on_error: str) -> None:
-        import pyarrow.parquet as pq
-
-        from offline_graph.data.columns import GraphColumns
-        from offline_graph.data.reader import read_episodes, spec_from_spaces
-        from offline_graph.data.transitions import Transitions, table_to_graphs
-
-        spec = spec_from_spaces(observation_space, action_space)
-        parts: list[GraphColumns] = []
-        total = 0
-        for f in files:
-            if kind == "transitions":
-                g = table_to_graphs(pq.read_table(f))
-            else:
-                items = pq.read_table(f, columns=["item"]).column("item").to_pylist()
-                eps = read_episodes(items, [f] * len(items), spec, on_error=on_error)  # type: ignore[arg-type]
-                if not eps:
-                    continue
-                g = Transitions.from_episodes(eps, 0.99).obs
-            parts.append(g)
-            total += len(g)
-            if total >= SIDE_SAMPLE_LIMIT:
-                break
-        self.graphs = GraphColumns.concat(parts) if parts else None
-        self.batch_size = int(batch_size)
-        self.rng = np.random.default_rng(seed)
-
-    @property
-    def num_transitions(self) -> int:
-        return 0 if self.graphs is None else len(self.graphs)
-
-    def data_bytes_per_transition(self) -> float:
-        """Mean payload bytes per transition over all locally decoded transitions."""
-        if self.graphs is None or len(self.graphs) == 0:
-            return float("nan")
-        return self.graphs.nbytes / len(self.graphs)
-
-    def batch_bytes_per_transition(self) -> float:
-        """Payload bytes / B of one collated batch of B uniformly drawn transitions."""
-        from offline_graph.data.collate import collate
-
-        if self.graphs is None or len(self.graphs) == 0:
-            return float("nan")
-        idx = self.rng.integers(0, len(self.graphs), self.batch_size)
-        batch = collate(self.graphs.take(idx))
-        payload = sum(batch[k].nbytes for k in ("x", "edge_index", "edge_attr") if k in batch)
-        return payload / self.batch_size
-
-
-# --------------------------------------------------------------------------- RLlib
-def build_config(cfg: Config, kind: str, observation_space: Any, action_space: Any) -> Any:
-    """The configured BCConfig / MARWILConfig for ``cfg`` (via ``offline_graph.configure``)."""
-    from ray.rllib.algorithms.bc import BCConfig
-    from ray.rllib.algorithms.marwil import MARWILConfig
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-
-    import offline_graph
-    from offline_graph.rllib.gnn_module import GNNModule
-    from offline_graph.rllib.prelearner import GraphOfflinePreLearner
-
-    model_config: dict[str, Any] = {"hidden": cfg.hidden, "layers": cfg.layers,
-                                    "bag_of_nodes": cfg.bag_of_nodes}
-    if cfg.conv is not None:
-        model_config["conv"] = cfg.conv
-    config = BCConfig() if cfg.algo == "bc" else MARWILConfig()
-    training: dict[str, Any] = {"train_batch_size_per_learner": cfg.batch_size, "lr": cfg.lr}
-    if cfg.algo == "marwil":
-        training["beta"] = 1.0 if cfg.beta is None else cfg.beta
-        model_config["beta"] = training["beta"]
-    config = (
-        config.environment(observation_space=observation_space, action_space=action_space)
-        .offline_data(
-            input_=[cfg.data],
-            input_read_episodes=(kind == "episodes"),
-            prelearner_class=GraphOfflinePreLearner,
-            dataset_num_iters_per_learner=cfg.updates_per_iteration,
-        )
-        .training(**training)
-        .learners(num_learners=cfg.num_learners, num_gpus_per_learner=cfg.num_gpus_per_learner)
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config=model_config))
-        .debugging(seed=cfg.seed)
-    )
-    return offline_graph.configure(config, on_error=cfg.on_error, seed=cfg.seed)  # type: ignore[arg-type]
-
-
-def _num(value: Any) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def iteration_record(result: dict, seconds: float, iteration: int) -> dict[str, Any]:
-    """The numbers of one ``algo.train()`` result that the run prints and stores."""
-    learners = result.get("learners", {})
-    mod = learners.get("default_policy", {})
-    allm = learners.get("__all_modules__", {})
-    steps = _num(allm.get("num_env_steps_trained"))
-    rec = {
-        "iteration": iteration,
-        "policy_loss": _num(mod.get("policy_loss")),
-        "vf_loss": _num(mod.get("vf_loss")),
-        "total_loss": _num(mod.get("total_loss")),
-        "env_steps_trained": int(steps) if steps is not None else None,
-        "module_steps_trained": int(_num(mod.get("num_module_steps_trained")) or 0),
-        "seconds": seconds,
-    }
-    rec["transitions_per_s"] = (steps / seconds) if steps and seconds > 0 else None
-    return rec
-
-
-def _fmt(v: float | None, spec: str = ".4f") -> str:
-    return "-" if v is None or not np.isfinite(v) else format(v, spec)
-
-
-def save_curve(path: str, history: list[dict[str, Any]], title: str) -> None:
-    """Loss per iteration (policy loss; value loss in a second panel when present)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    its = [h["iteration"] for h in history]
-    has_vf = any(h.get("vf_loss") is not None for h in history)
-    fig, axes = plt.subplots(1, 2 if has_vf else 1, figsize=(10 if has_vf else 6, 4))
-    axes = np.atleast_1d(axes)
-    nan = float("nan")
-    axes[0].plot(its, [h["policy_loss"] if h["policy_loss"] is not None else nan for h in history],
-                 marker="o")
-    axes[0].set(xlabel="iteration", ylabel="policy loss", title=title)
-    if has_vf:
-        axes[1].plot(its, [h["vf_loss"] if h["vf_loss"] is not None else nan for h in history],
-                     marker="o", color="tab:orange")
-        axes[1].set(xlabel="iteration", ylabel="value loss", title="value function")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def run(cfg: Config) -> dict[str, Any]:
     """Train, save, evaluate as ``cfg`` says; returns the summary written to summary.json."""
     import ray
     import torch
+    from ray.rllib.core import DEFAULT_MODULE_ID
 
     from offline_graph.rllib.evaluation import (
         baseline_scores,
@@ -378,7 +194,7 @@ def run(cfg: Config) -> dict[str, Any]:
     # input_read_episodes (configure checks the same files again).
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    scan = scan_files(cfg.data, cfg.on_error)  # type: ignore[arg-type]
+    scan = scan_files(cfg.data, cfg.on_error)
     kind, files = scan.kind, scan.files
     if kind is None or not files:
         raise ConfigError(
@@ -420,10 +236,10 @@ def run(cfg: Config) -> dict[str, Any]:
             rec = iteration_record(result, time.perf_counter() - t, it)
             rec["bytes_per_transition"] = side.batch_bytes_per_transition()
             history.append(rec)
-            print(f"{it:>5} {_fmt(rec['policy_loss']):>12} {_fmt(rec['vf_loss']):>10} "
+            print(f"{it:>5} {fmt(rec['policy_loss']):>12} {fmt(rec['vf_loss']):>10} "
                   f"{rec['env_steps_trained'] or 0:>7} {rec['seconds']:>7.2f} "
-                  f"{_fmt(rec['transitions_per_s'], '.0f'):>9} "
-                  f"{_fmt(rec['bytes_per_transition'], '.0f'):>11}", flush=True)
+                  f"{fmt(rec['transitions_per_s'], '.0f'):>9} "
+                  f"{fmt(rec['bytes_per_transition'], '.0f'):>11}", flush=True)
 
         os.makedirs(cfg.checkpoint, exist_ok=True)
         ckpt = str(algo.save_to_path(os.path.abspath(cfg.checkpoint)))
@@ -456,7 +272,7 @@ def run(cfg: Config) -> dict[str, Any]:
         score = normalized_score(m, r, e) if e != r else None
         print(f"eval ({cfg.eval_episodes} episodes, seed {cfg.eval_seed}, {eval_s:.1f}s): "
               f"module {m:.2f} +- {evaluation['module']['std']:.2f}, expert {e:.2f}, random "
-              f"{r:.2f}; normalized score {_fmt(score, '.1f')} (0 = random, 100 = expert); "
+              f"{r:.2f}; normalized score {fmt(score, '.1f')} (0 = random, 100 = expert); "
               f"{format_legality(evaluation['module'])}")
     env.close()
 
@@ -482,49 +298,15 @@ def run(cfg: Config) -> dict[str, Any]:
         "illegal_share": evaluation.get("module", {}).get("illegal_share"),
         "success_rate": evaluation.get("module", {}).get("success_rate"),
         "checkpoint": ckpt,
-        "module_dir": os.path.join(ckpt, "learner_group", "learner", "rl_module", "default_policy"),
+        "module_dir": os.path.join(ckpt, "learner_group", "learner", "rl_module", DEFAULT_MODULE_ID),
         "curve": curve,
-        "versions": _versions(),
+        "versions": versions(),
     }
     with open(os.path.join(cfg.checkpoint, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2, default=_json_default)
+        json.dump(summary, f, indent=2, default=json_default)
     print(f"checkpoint: {ckpt}\ncurve: {curve}\nsummary: "
           f"{os.path.join(cfg.checkpoint, 'summary.json')}")
     return summary
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.integer, np.floating)):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
-
-
-def _versions() -> dict[str, str]:
-    import ray
-    import torch
-
-    import offline_graph
-
-    return {"ray": ray.__version__, "torch": torch.__version__,
-            "offline_graph": offline_graph.__version__}
-
-
-def quiet_ray_data() -> None:
-    """Ray Data's progress logging floods the per-iteration lines; keep warnings only."""
-    try:
-        from ray.data import DataContext
-
-        ctx = DataContext.get_current()
-        ctx.enable_progress_bars = False
-        for attr in ("enable_operator_progress_bars", "print_on_execution_start"):
-            if hasattr(ctx, attr):
-                setattr(ctx, attr, False)
-    except Exception:  # noqa: BLE001, S110 (only cosmetics)
-        pass
-    for name in ("ray.data", "ray.rllib", "ray.tune"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,90 @@
+"""The table of ``offline-graph experiment``: per-row statistics, the gaps the issue asks
+for, the Markdown table and the learning-curve PNG (see :mod:`offline_graph.cli.experiment`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def row_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean, std (ddof 1), min, max of the final scores of one row's runs, and seconds/run."""
+    scores = np.array([r["score"] for r in runs], dtype=float)
+    return {
+        "mean": float(scores.mean()),
+        "std": float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
+        "min": float(scores.min()), "max": float(scores.max()),
+        "scores": [float(s) for s in scores],
+        "seconds_per_run": float(np.mean([r["seconds"] for r in runs])),
+    }
+
+
+def gaps(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The comparisons the issue asks for, with the standard error of the difference."""
+    pairs = (("marwil-1", "bc", ">= 10"), ("marwil-0", "bc", "within noise"),
+             ("marwil-1", "bag-marwil-1", ">= 20"))
+    out = []
+    for a, b, target in pairs:
+        if a in stats and b in stats:
+            sa, sb = stats[a], stats[b]
+            se = float(np.sqrt(sa["std"] ** 2 / len(sa["scores"]) + sb["std"] ** 2 / len(sb["scores"])))
+            out.append({"a": a, "b": b, "diff": sa["mean"] - sb["mean"], "se": se, "target": target})
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """results.md: the table, the gaps and a line of settings."""
+    s = result["settings"]
+    lines = [
+        "| data | algorithm, module | score mean | std | min - max | per seed | s / run |",
+        "|------|-------------------|-----------:|----:|----------:|----------|--------:|",
+    ]
+    for row in result["rows"]:
+        st = row["stats"]
+        seeds = ", ".join(f"{v:.1f}" for v in st["scores"])
+        lines.append(
+            f"| {row['data']} | {row['label']} | {st['mean']:.1f} | {st['std']:.1f} | "
+            f"{st['min']:.1f} - {st['max']:.1f} | {seeds} | {st['seconds_per_run']:.0f} |"
+        )
+    lines.append("")
+    for g in result["gaps"]:
+        lines.append(f"- {g['a']} - {g['b']}: {g['diff']:+.1f} (standard error {g['se']:.1f}; "
+                     f"target {g['target']})")
+    lines.append(
+        f"\nSeeds 0..{s['seeds'] - 1}, {s['iterations']} iterations x {s['updates_per_iteration']} "
+        f"updates x {s['batch_size']} transitions, lr {s['lr']:g}, hidden {s['hidden']}, "
+        f"layers {s['layers']}; {s['eval_episodes']} evaluation episodes (seed {s['eval_seed']}): "
+        f"expert return {result['baselines']['expert']:.2f}, random "
+        f"{result['baselines']['random']:.2f}. Mixed data: {result['data']['mixed_made_by']}. "
+        f"Wall time {result['wall_seconds'] / 60:.1f} min."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def save_curves(path: str, result: dict[str, Any]) -> None:
+    """Score vs iteration: mean over seeds, min-max band; one panel per data set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [d for d in ("expert", "mixed") if any(r["data"] == d for r in result["rows"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
+    for ax, data in zip(axes[0], panels):
+        for row in (r for r in result["rows"] if r["data"] == data):
+            its = np.array([c["iteration"] for c in row["runs"][0]["curve"]])
+            sc = np.array([[c["score"] for c in run["curve"]] for run in row["runs"]])
+            (line,) = ax.plot(its, sc.mean(0), marker="o", ms=3, label=row["label"])
+            ax.fill_between(its, sc.min(0), sc.max(0), color=line.get_color(), alpha=0.2)
+        ax.axhline(100, color="grey", lw=0.8, ls="--")
+        ax.axhline(0, color="grey", lw=0.8, ls=":")
+        ax.set(xlabel="iteration", ylabel="normalized score (0 random, 100 expert)",
+               title=f"{data} data: {result['data'][data]}")
+        ax.title.set_fontsize(9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    fig.suptitle(f"mean over {result['settings']['seeds']} seed(s), band = min-max", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
