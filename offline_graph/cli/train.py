@@ -57,9 +57,9 @@ from offline_graph.cli.train_report import (
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.data.reader import OnError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
+from offline_graph.rllib.settings import Conv
 
 Algo = Literal["bc", "marwil"]
-Conv = Literal["gcn", "sage", "gin", "gine"]
 """The message-passing layers of :mod:`offline_graph.rllib.gnn_layers` (its ``CONVS``)."""
 
 

@@ -23,7 +23,8 @@ from torch_geometric.nn import (
     global_mean_pool,
 )
 
-CONVS = ("gcn", "sage", "gin", "gine")
+from offline_graph.rllib.settings import CONVS
+
 # pool name -> multiple of `hidden` in the graph embedding width
 POOLS = {"mean": 1, "max": 1, "sum": 1, "meanmax": 2}
 

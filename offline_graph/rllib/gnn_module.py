@@ -23,7 +23,8 @@ from torch import nn
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import space_sizes
-from offline_graph.rllib.gnn_layers import CONVS, POOLS, GraphEncoder, GraphEncoding, mlp
+from offline_graph.rllib.gnn_layers import POOLS, GraphEncoder, GraphEncoding, mlp
+from offline_graph.rllib.settings import CONVS
 from offline_graph.rllib.selection import SelectionHead, TorchChoiceCategorical
 from offline_graph.data.spaces import selection_level
 

@@ -8,11 +8,15 @@ marks a config as configured for graph training.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from offline_graph.data.errors import ConfigError
 
 SETTINGS_KEY = "offline_graph"
+
+Conv = Literal["gcn", "sage", "gin", "gine"]
+"""Message-passing layer kinds of ``GNNModule`` (``model_config["conv"]``, ``train --conv``)."""
+CONVS: tuple[str, ...] = get_args(Conv)
 
 
 @dataclass(frozen=True)
