@@ -19,10 +19,24 @@ import warnings
 from typing import Any, Sequence
 
 MOVED: dict[str, tuple[str, ...]] = {
-    **{f"offline_graph.{name}": (f"offline_graph.data.{name}",) for name in (
-        "errors", "graph", "columns", "collate", "format", "validation", "fast_episode",
-        "transitions", "buffer", "returns", "reader", "spaces", "stats",
-    )},
+    **{
+        f"offline_graph.{name}": (f"offline_graph.data.{name}",)
+        for name in (
+            "errors",
+            "graph",
+            "columns",
+            "collate",
+            "format",
+            "validation",
+            "fast_episode",
+            "transitions",
+            "buffer",
+            "returns",
+            "reader",
+            "spaces",
+            "stats",
+        )
+    },
     "offline_graph.episode_codec": ("offline_graph.data.codec", "offline_graph.rllib.episodes"),
     "offline_graph.files": ("offline_graph.data.files", "offline_graph.jobs.source"),
     "offline_graph.accounting": ("offline_graph.jobs.accounting",),

@@ -63,14 +63,10 @@ def make_episode_item(
     from offline_graph.rllib.episodes import encode_episode
 
     obs, acts, rews = make_episode(sizes, actions, rewards, F=F, D=D, seed=seed)
-    return encode_episode(
-        obs, acts, rews, terminated=terminated, truncated=truncated, episode_id=episode_id
-    )
+    return encode_episode(obs, acts, rews, terminated=terminated, truncated=truncated, episode_id=episode_id)
 
 
-def write_episode_file(
-    path: Any, items: Sequence[bytes], metadata: dict | None = None
-) -> str:
+def write_episode_file(path: Any, items: Sequence[bytes], metadata: dict | None = None) -> str:
     """Write ``items`` as an episode Parquet file (column ``item``); returns the path.
 
     ``metadata`` is the JSON body stored under the ``offline_graph`` key (default: current

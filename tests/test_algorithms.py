@@ -22,8 +22,7 @@ from tests.test_train_pipeline import make_config as expert_config
 
 ray = pytest.importorskip("ray")
 
-EXPERT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      "sample_data", "expert")
+EXPERT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data", "expert")
 
 
 # --------------------------------------------------------------------------- configure
@@ -59,8 +58,11 @@ def test_configure_refuses_other_algorithms(tmp_path):
 
     cfg = unconfigured_config(tmp_path)
     cfg.algo_class = MyBC
-    with pytest.raises(ConfigError, match=r"\(found MyBC\)\. Derive MyBC from offline_graph\.GraphBC "
-                                          r"instead of BC so it keeps its overrides\."):
+    with pytest.raises(
+        ConfigError,
+        match=r"\(found MyBC\)\. Derive MyBC from offline_graph\.GraphBC "
+        r"instead of BC so it keeps its overrides\.",
+    ):
         offline_graph.configure(cfg)
 
 
@@ -188,8 +190,7 @@ def test_skipping_configure_fails_late(ray_session):
     from offline_graph.data.errors import find_project_error
 
     # num_learners=0 and dataset_num_iters_per_learner unset: RLlib's own validate() refuses.
-    config = expert_config("bc", 0, EXPERT, configured=False).offline_data(
-        dataset_num_iters_per_learner=None)
+    config = expert_config("bc", 0, EXPERT, configured=False).offline_data(dataset_num_iters_per_learner=None)
     assert config.algo_class is BC
     with pytest.raises(ValueError) as err:
         config.build_algo()
@@ -211,5 +212,6 @@ def test_skipping_configure_fails_late(ray_session):
         "GraphOfflinePreLearner config: learner_config_dict['offline_graph'] must be set by "
         "offline_graph.configure(config) (found it missing); offline_data(iter_batches_kwargs="
     )
-    assert "CPU requests must leave one CPU for Ray Data's read tasks: prelearner actors 2 x 1.0" \
-        in str(found)
+    assert "CPU requests must leave one CPU for Ray Data's read tasks: prelearner actors 2 x 1.0" in str(
+        found
+    )

@@ -16,8 +16,10 @@ from offline_graph.jobs.convert import ConvertConfig, convert
 from offline_graph.data.validation import EpisodeSpec
 from tests.bad_data import D, F, FILE_DAMAGE, K, ROW_DAMAGE, good, write_items
 
-OBS = gym.spaces.Graph(node_space=gym.spaces.Box(-np.inf, np.inf, (F,), np.float32),
-                       edge_space=gym.spaces.Box(-np.inf, np.inf, (D,), np.float32))
+OBS = gym.spaces.Graph(
+    node_space=gym.spaces.Box(-np.inf, np.inf, (F,), np.float32),
+    edge_space=gym.spaces.Box(-np.inf, np.inf, (D,), np.float32),
+)
 ACT = gym.spaces.Discrete(K)
 SPEC = EpisodeSpec(F, D, K)
 ROW_KINDS = sorted(ROW_DAMAGE) + ["duplicate_id"]
@@ -31,12 +33,17 @@ def bad_rows(kind):
 
 
 def config(input_dir, on_error):
-    cfg = (BCConfig().environment(observation_space=OBS, action_space=ACT)
-           .offline_data(input_=[str(input_dir)], input_read_episodes=True,
-                         prelearner_class=GraphOfflinePreLearner)
-           .training(train_batch_size_per_learner=3)
-           .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule,
-                                                  model_config={"hidden": 4, "layers": 1})))
+    cfg = (
+        BCConfig()
+        .environment(observation_space=OBS, action_space=ACT)
+        .offline_data(
+            input_=[str(input_dir)], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner
+        )
+        .training(train_batch_size_per_learner=3)
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 4, "layers": 1})
+        )
+    )
     return offline_graph.configure(cfg, on_error=on_error)
 
 
@@ -118,8 +125,15 @@ def test_conversion_skip_mode_counts_every_kind(tmp_path, ray_session):
     write_items(str(data / "rows.parquet"), rows)
     for kind, (write, _) in FILE_DAMAGE.items():
         write(str(data / f"z_{kind}.parquet"))
-    report = convert(ConvertConfig(input=str(data), output=str(tmp_path / "out"), spec=SPEC,
-                                   on_error="skip", episodes_per_batch=len(rows)))
+    report = convert(
+        ConvertConfig(
+            input=str(data),
+            output=str(tmp_path / "out"),
+            spec=SPEC,
+            on_error="skip",
+            episodes_per_batch=len(rows),
+        )
+    )
     assert report["rejected_by_reason"] == {k: 1 for k in ROW_KINDS}
     assert report["files_rejected_by_reason"] == {k: 1 for k in FILE_DAMAGE}
     assert report["episodes_in"] == len(rows) == report["episodes_used"] + report["episodes_rejected"]
@@ -150,5 +164,3 @@ def test_conversion_raise_mode_names_the_bad_file(tmp_path, kind):
     with pytest.raises(OfflineGraphError) as err:
         convert(ConvertConfig(input=str(data), output=str(tmp_path / "out"), spec=SPEC))
     assert f"file {data / 'bad.parquet'}" in str(err.value) and text in str(err.value)
-
-

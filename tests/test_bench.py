@@ -34,7 +34,7 @@ def parse_table(text):
     head = next(i for i, ln in enumerate(lines) if ln.startswith("case ") and " | " in ln)
     names = [c.strip() for c in lines[head].split(" | ")]
     rows = []
-    for ln in lines[head + 2:]:
+    for ln in lines[head + 2 :]:
         if " | " not in ln:
             break
         cells = [c.strip() for c in ln.split(" | ")]
@@ -47,10 +47,25 @@ def test_quick_table_of_cheap_cases(tmp_path):
     out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
     printed = io.StringIO()  # not capsys: Ray's log handler would keep its closed stream
     with contextlib.redirect_stdout(printed):
-        rc = bench.main(["collate", "prelearner", "--quick", "--repeats", "1",
-                         "--transitions", "4000", "--stock-transitions", "600",
-                         "--workdir", str(tmp_path / "data"), "--json", str(out_json),
-                         "--plot", str(out_png)])
+        rc = bench.main(
+            [
+                "collate",
+                "prelearner",
+                "--quick",
+                "--repeats",
+                "1",
+                "--transitions",
+                "4000",
+                "--stock-transitions",
+                "600",
+                "--workdir",
+                str(tmp_path / "data"),
+                "--json",
+                str(out_json),
+                "--plot",
+                str(out_png),
+            ]
+        )
     assert rc == 0
     text = printed.getvalue()
     rows = parse_table(text)
@@ -98,8 +113,10 @@ def test_quick_table_of_cheap_cases(tmp_path):
     per = max(1, round(256 / np.mean(lengths)))  # episodes per stock call: ~B transitions
     for r in rows:
         if r["case"] == "prelearner":
-            assert re.search(rf"\b{per} episodes(?: \(~{per * np.mean(lengths):.0f} transitions\))? per call",
-                             r["baseline; notes"]), r
+            assert re.search(
+                rf"\b{per} episodes(?: \(~{per * np.mean(lengths):.0f} transitions\))? per call",
+                r["baseline; notes"],
+            ), r
 
 
 def test_data_is_long_tailed_and_padding_round_trips():
@@ -115,12 +132,12 @@ def test_data_is_long_tailed_and_padding_round_trips():
         ref, row = graphs.graph(g), padded[g]
         n, e = int(row[0]), int(row[1])
         o = 2
-        np.testing.assert_array_equal(row[o:o + n * 16].reshape(n, 16), ref["x"])
-        assert not row[o + n * 16:o + cfg.n_max * 16].any()
+        np.testing.assert_array_equal(row[o : o + n * 16].reshape(n, 16), ref["x"])
+        assert not row[o + n * 16 : o + cfg.n_max * 16].any()
         o += cfg.n_max * 16
-        np.testing.assert_array_equal(row[o:o + 2 * e].reshape(e, 2).T, ref["edge_index"])
+        np.testing.assert_array_equal(row[o : o + 2 * e].reshape(e, 2).T, ref["edge_index"])
         o += cfg.e_max * 2
-        np.testing.assert_array_equal(row[o:o + 2 * e].reshape(e, 2), ref["edge_attr"])
+        np.testing.assert_array_equal(row[o : o + 2 * e].reshape(e, 2), ref["edge_attr"])
 
 
 def test_learner_batch_holds_the_real_payload_and_no_padding(tmp_path):
@@ -135,7 +152,7 @@ def test_learner_batch_holds_the_real_payload_and_no_padding(tmp_path):
         truth[gr["x"][0].tobytes()] = (len(gr["x"]), gr["edge_index"].shape[1])
     pre = BenchContext(data=data, batch_size=128).ours_prelearner(data.episode_dir)
     items = read_items(data.episode_dir)
-    table = pa.concat_tables([pre(item_batch(items[i:i + 8])) for i in range(0, len(items), 8)])
+    table = pa.concat_tables([pre(item_batch(items[i : i + 8])) for i in range(0, len(items), 8)])
     num = table.num_rows
     assert num > 0 and num % 128 == 0
     x = table.column("x").combine_chunks()
@@ -154,6 +171,8 @@ def test_learner_batch_holds_the_real_payload_and_no_padding(tmp_path):
     assert parts["scalars"] == scalars
     assert parts["total"] == payload + batch_ptr + scalars
     assert parts["total"] - parts["batch_ptr"] <= 1.05 * payload
-    print(f"learner batch: payload {payload / num:.0f} B/transition, batch+ptr "
-          f"{batch_ptr / num:.0f} B/transition ({batch_ptr / payload:.3f}x payload), "
-          f"actions+value_targets {scalars / num:.0f} B/transition")
+    print(
+        f"learner batch: payload {payload / num:.0f} B/transition, batch+ptr "
+        f"{batch_ptr / num:.0f} B/transition ({batch_ptr / payload:.3f}x payload), "
+        f"actions+value_targets {scalars / num:.0f} B/transition"
+    )

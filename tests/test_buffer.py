@@ -10,12 +10,21 @@ from offline_graph.data.transitions import Transitions
 
 
 def chunk(base: int, n: int) -> Transitions:
-    graphs = [{"x": np.full((1 + i % 2, 1), base + i, np.float32),
-               "edge_index": np.zeros((2, i % 2), np.int64)} for i in range(n)]
-    return Transitions(GraphColumns.from_graphs(graphs, None), np.arange(base, base + n),
-                       np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool),
-                       np.zeros(n, np.float32), np.zeros(n, np.int32), [f"e{base}"],
-                       np.arange(n))
+    graphs = [
+        {"x": np.full((1 + i % 2, 1), base + i, np.float32), "edge_index": np.zeros((2, i % 2), np.int64)}
+        for i in range(n)
+    ]
+    return Transitions(
+        GraphColumns.from_graphs(graphs, None),
+        np.arange(base, base + n),
+        np.zeros(n, np.float32),
+        np.zeros(n, bool),
+        np.zeros(n, bool),
+        np.zeros(n, np.float32),
+        np.zeros(n, np.int32),
+        [f"e{base}"],
+        np.arange(n),
+    )
 
 
 def test_sampling_across_chunks_equals_sampling_the_concatenation():

@@ -12,8 +12,15 @@ import pytest
 
 from offline_graph.cli.arguments import arg, config_from, parser_for
 
-JOBS = {"record": "Config", "inspect_data": "Config", "convert": "Args", "train": "Config",
-        "evaluate": "Config", "bench": "Args", "experiment": "Config"}
+JOBS = {
+    "record": "Config",
+    "inspect_data": "Config",
+    "convert": "Args",
+    "train": "Config",
+    "evaluate": "Config",
+    "bench": "Args",
+    "experiment": "Config",
+}
 
 
 @dataclass(frozen=True)
@@ -48,13 +55,40 @@ def parse(*argv: str) -> Example:
 
 def test_defaults_types_and_flags():
     assert parse("--name", "n") == Example(name="n", items=["p"])
-    got = parse("u", "v", "--name", "n", "--count", "4", "--rate", "0.5", "--mode", "b",
-                "--level", "y", "--flag", "--no-on", "--kwargs", '{"k": 1}', "--items", "q", "p")
+    got = parse(
+        "u",
+        "v",
+        "--name",
+        "n",
+        "--count",
+        "4",
+        "--rate",
+        "0.5",
+        "--mode",
+        "b",
+        "--level",
+        "y",
+        "--flag",
+        "--no-on",
+        "--kwargs",
+        '{"k": 1}',
+        "--items",
+        "q",
+        "p",
+    )
     assert got == Example("n", 4, 0.5, "b", "y", True, False, {"k": 1}, ["q", "p"], ("u", "v"))
 
 
-@pytest.mark.parametrize("argv", [[], ["--name", "n", "--count", "x"], ["--name", "n", "--mode", "c"],
-                                  ["--name", "n", "--kwargs", "[1]"], ["--name", "n", "--items", "r"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--name", "n", "--count", "x"],
+        ["--name", "n", "--mode", "c"],
+        ["--name", "n", "--kwargs", "[1]"],
+        ["--name", "n", "--items", "r"],
+    ],
+)
 def test_bad_values_exit_2(argv):
     with pytest.raises(SystemExit) as info:
         parse(*argv)

@@ -117,7 +117,11 @@ def test_encode_decode_validate_exact(sizes, edim, terminated, seed):
     actions = rng.integers(0, k, size=len(sizes) - 1).tolist()
     rewards = rng.standard_normal(len(sizes) - 1).astype(np.float32).tolist()
     item = encode_episode(
-        obs, actions, rewards, terminated=terminated, truncated=not terminated,
+        obs,
+        actions,
+        rewards,
+        terminated=terminated,
+        truncated=not terminated,
         episode_id=f"e{seed}",
     )
     raw = decode_state(item)
@@ -132,15 +136,11 @@ def test_encode_decode_validate_exact(sizes, edim, terminated, seed):
     np.testing.assert_array_equal(ep.obs.num_nodes, [n for n, _ in sizes])
     np.testing.assert_array_equal(ep.obs.num_edges, [e for _, e in sizes])
     np.testing.assert_array_equal(ep.obs.x, np.concatenate([o["x"] for o in obs]))
-    np.testing.assert_array_equal(
-        ep.obs.edge_index, np.concatenate([o["edge_index"] for o in obs], axis=1)
-    )
+    np.testing.assert_array_equal(ep.obs.edge_index, np.concatenate([o["edge_index"] for o in obs], axis=1))
     if edim is None:
         assert ep.obs.edge_attr is None
     else:
-        np.testing.assert_array_equal(
-            ep.obs.edge_attr, np.concatenate([o["edge_attr"] for o in obs])
-        )
+        np.testing.assert_array_equal(ep.obs.edge_attr, np.concatenate([o["edge_attr"] for o in obs]))
 
 
 def test_rllib_from_state_reads_recorded_row(tmp_path):
@@ -152,9 +152,7 @@ def test_rllib_from_state_reads_recorded_row(tmp_path):
     job = RecordJob(DEFAULT_ENV, {}, "mixed", 0.5, 7, 3, 4, path)  # episode 3 of seed 7
     record_file(job)
     (item,) = pq.read_table(path).column("item").to_pylist()
-    episode = SingleAgentEpisode.from_state(
-        msgpack.unpackb(item, object_hook=msgpack_numpy.decode)
-    )
+    episode = SingleAgentEpisode.from_state(msgpack.unpackb(item, object_hook=msgpack_numpy.decode))
 
     # what was recorded: replay episode 3 of seed 7 directly
     env = make_env(DEFAULT_ENV)

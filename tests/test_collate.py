@@ -12,8 +12,7 @@ from offline_graph.data.columns import GraphColumns, ragged_gather_index
 
 
 def two_graphs(with_attr: bool) -> GraphColumns:
-    g0 = {"x": np.array([[1.0], [2.0], [3.0]], np.float32),
-          "edge_index": np.array([[0, 1, 2], [1, 2, 0]])}
+    g0 = {"x": np.array([[1.0], [2.0], [3.0]], np.float32), "edge_index": np.array([[0, 1, 2], [1, 2, 0]])}
     g1 = {"x": np.array([[4.0], [5.0]], np.float32), "edge_index": np.array([[1], [0]])}
     if with_attr:
         g0["edge_attr"] = np.array([[10.0], [11.0], [12.0]], np.float32)
@@ -35,9 +34,11 @@ def test_collate_two_graphs_exact(with_attr):
 
 
 def test_collate_zero_edge_and_single_node_graphs():
-    g = [{"x": np.array([[7.0]], np.float32), "edge_index": np.zeros((2, 0), np.int64)},
-         {"x": np.array([[8.0], [9.0]], np.float32), "edge_index": np.array([[0], [1]])},
-         {"x": np.array([[6.0]], np.float32), "edge_index": np.array([[0], [0]])}]
+    g = [
+        {"x": np.array([[7.0]], np.float32), "edge_index": np.zeros((2, 0), np.int64)},
+        {"x": np.array([[8.0], [9.0]], np.float32), "edge_index": np.array([[0], [1]])},
+        {"x": np.array([[6.0]], np.float32), "edge_index": np.array([[0], [0]])},
+    ]
     out = collate(GraphColumns.from_graphs(g, None))
     np.testing.assert_array_equal(out["edge_index"], [[1, 3], [2, 3]])
     np.testing.assert_array_equal(out["batch"], [0, 1, 1, 2])
@@ -46,19 +47,23 @@ def test_collate_zero_edge_and_single_node_graphs():
 
 def test_collate_matches_pyg_batch():
     cols = two_graphs(True)
-    ref = Batch.from_data_list([
-        Data(x=torch.from_numpy(g["x"]), edge_index=torch.from_numpy(g["edge_index"]),
-             edge_attr=torch.from_numpy(g["edge_attr"]))
-        for g in (cols.graph(0), cols.graph(1))
-    ])
+    ref = Batch.from_data_list(
+        [
+            Data(
+                x=torch.from_numpy(g["x"]),
+                edge_index=torch.from_numpy(g["edge_index"]),
+                edge_attr=torch.from_numpy(g["edge_attr"]),
+            )
+            for g in (cols.graph(0), cols.graph(1))
+        ]
+    )
     out = collate(cols)
     for key in ("x", "edge_index", "edge_attr", "batch", "ptr"):
         np.testing.assert_array_equal(out[key], getattr(ref, key).numpy())
 
 
 def test_ragged_gather_index_and_take():
-    np.testing.assert_array_equal(ragged_gather_index(np.array([0, 2, 5]), np.array([1, 0])),
-                                  [2, 3, 4, 0, 1])
+    np.testing.assert_array_equal(ragged_gather_index(np.array([0, 2, 5]), np.array([1, 0])), [2, 3, 4, 0, 1])
     cols = two_graphs(True)
     taken = cols.take(np.array([1, 1, 0]))
     np.testing.assert_array_equal(taken.node_ptr, [0, 2, 4, 7])
@@ -67,8 +72,11 @@ def test_ragged_gather_index_and_take():
     np.testing.assert_array_equal(taken.edge_attr[:, 0], [13, 13, 10, 11, 12])
 
 
-graph_st = st.integers(1, 6).flatmap(lambda n: st.tuples(
-    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=8)))
+graph_st = st.integers(1, 6).flatmap(
+    lambda n: st.tuples(
+        st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=8)
+    )
+)
 
 
 @settings(max_examples=60, deadline=None)

@@ -31,8 +31,10 @@ def ray_session():
 
 
 def obs(n, v):
-    return {"x": np.full((n, 2), v, np.float32),
-            "edge_index": np.array([[0] * (n - 1), list(range(1, n))], np.int64).reshape(2, -1)}
+    return {
+        "x": np.full((n, 2), v, np.float32),
+        "edge_index": np.array([[0] * (n - 1), list(range(1, n))], np.int64).reshape(2, -1),
+    }
 
 
 def write(path, items):
@@ -41,12 +43,25 @@ def write(path, items):
 
 def three_episodes():
     return [
-        encode_episode([obs(1, 0.0), obs(2, 1.0), obs(3, 2.0)], [0, 1], [1.0, 2.0],
-                       terminated=True, truncated=False, episode_id="a"),
-        encode_episode([obs(2, 5.0), obs(1, 6.0)], [2], [4.0],
-                       terminated=False, truncated=True, episode_id="b"),
-        encode_episode([obs(3, 7.0), obs(1, 8.0), obs(2, 9.0), obs(1, 9.5)], [1, 1, 0],
-                       [0.0, 0.0, 1.0], terminated=True, truncated=False, episode_id="c"),
+        encode_episode(
+            [obs(1, 0.0), obs(2, 1.0), obs(3, 2.0)],
+            [0, 1],
+            [1.0, 2.0],
+            terminated=True,
+            truncated=False,
+            episode_id="a",
+        ),
+        encode_episode(
+            [obs(2, 5.0), obs(1, 6.0)], [2], [4.0], terminated=False, truncated=True, episode_id="b"
+        ),
+        encode_episode(
+            [obs(3, 7.0), obs(1, 8.0), obs(2, 9.0), obs(1, 9.5)],
+            [1, 1, 0],
+            [0.0, 0.0, 1.0],
+            terminated=True,
+            truncated=False,
+            episode_id="c",
+        ),
     ]
 
 
@@ -116,13 +131,21 @@ def test_killed_worker_still_gives_every_transition_exactly_once(tmp_path):
         for i in range(10):
             length = int(rng.integers(1, 6))
             expected += length
-            items.append(encode_episode([obs(int(rng.integers(1, 4)), i) for _ in range(length + 1)],
-                                        [0] * length, [1.0] * length, terminated=True,
-                                        truncated=False, episode_id=f"f{f}-{i}"))
+            items.append(
+                encode_episode(
+                    [obs(int(rng.integers(1, 4)), i) for _ in range(length + 1)],
+                    [0] * length,
+                    [1.0] * length,
+                    terminated=True,
+                    truncated=False,
+                    episode_id=f"f{f}-{i}",
+                )
+            )
         write(src / f"e{f}.parquet", items)
     out = str(tmp_path / "rows")
-    report = convert(ConvertConfig(input=str(src), output=out, spec=SPEC, episodes_per_batch=5),
-                     map_class=DieOnce)
+    report = convert(
+        ConvertConfig(input=str(src), output=out, spec=SPEC, episodes_per_batch=5), map_class=DieOnce
+    )
     assert os.path.exists(tmp_path / "died")  # the worker really died once
     rows = read_rows(out)
     assert rows.num_rows == expected == report["transitions_out"]
@@ -148,8 +171,10 @@ def test_converted_rows_and_episodes_give_the_same_learner_batch(tmp_path):
         assert bool((from_rows[key] == from_episodes[key]).all()), key
 
 
-@pytest.mark.parametrize("field,value", [("episodes_per_batch", 0), ("episodes_per_task", -1),
-                                         ("num_workers", 0), ("cpus_per_worker", 0.0)])
+@pytest.mark.parametrize(
+    "field,value",
+    [("episodes_per_batch", 0), ("episodes_per_task", -1), ("num_workers", 0), ("cpus_per_worker", 0.0)],
+)
 def test_bad_settings_are_refused_before_the_job(tmp_path, field, value):
     from offline_graph.data.errors import ConfigError
 

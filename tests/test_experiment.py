@@ -31,14 +31,22 @@ def test_quick_writes_table_json_and_png(tmp_path, capsys):
         assert run["score"] == run["curve"][-1]["score"] and run["seconds"] > 0
         assert row["stats"]["scores"] == [run["score"]]
     assert [(g["a"], g["b"]) for g in result["gaps"]] == [
-        ("marwil-1", "bc"), ("marwil-0", "bc"), ("marwil-1", "bag-marwil-1")]
+        ("marwil-1", "bc"),
+        ("marwil-0", "bc"),
+        ("marwil-1", "bag-marwil-1"),
+    ]
     assert result["settings"]["iterations"] == 2 and result["settings"]["quick"] is True
     assert "--policy decoy --epsilon 0.6 --episodes 200" in result["data"]["mixed_made_by"]
 
     table = (out / "results.md").read_text()
     assert table.startswith("| data | algorithm, module | score mean |")
-    for label in ("| expert | BC, GNN |", "| mixed | BC, GNN |", "| mixed | MARWIL beta=1, GNN |",
-                  "| mixed | MARWIL beta=0, GNN |", "| mixed | MARWIL beta=1, bag of nodes |"):
+    for label in (
+        "| expert | BC, GNN |",
+        "| mixed | BC, GNN |",
+        "| mixed | MARWIL beta=1, GNN |",
+        "| mixed | MARWIL beta=0, GNN |",
+        "| mixed | MARWIL beta=1, bag of nodes |",
+    ):
         assert table.count(label) == 1, label
     assert table in printed
 
@@ -47,9 +55,13 @@ def test_quick_writes_table_json_and_png(tmp_path, capsys):
 
 
 def test_bad_args_exit_2():
-    for argv in (["--output", "x", "--seeds", "0"], ["--output", "x", "--eval-every", "0"],
-                 ["--output", "x", "--rows", "nope"], ["--output", "x", "--lr", "0"],
-                 ["--output", "x", "--mixed-data", "/does/not/exist"]):
+    for argv in (
+        ["--output", "x", "--seeds", "0"],
+        ["--output", "x", "--eval-every", "0"],
+        ["--output", "x", "--rows", "nope"],
+        ["--output", "x", "--lr", "0"],
+        ["--output", "x", "--mixed-data", "/does/not/exist"],
+    ):
         with pytest.raises(SystemExit) as info:
             experiment.parse_args(argv)
         assert info.value.code == 2

@@ -20,8 +20,14 @@ def episode(sizes, edim, seed=0, dtype=np.float32):
             o["edge_attr"] = rng.normal(size=(e, edim)).astype(np.float32)
         obs.append(o)
     t = len(sizes) - 1
-    return encode_episode(obs, [i % 2 for i in range(t)], [0.5 * i for i in range(t)],
-                          terminated=True, truncated=False, episode_id="e")
+    return encode_episode(
+        obs,
+        [i % 2 for i in range(t)],
+        [0.5 * i for i in range(t)],
+        terminated=True,
+        truncated=False,
+        episode_id="e",
+    )
 
 
 def assert_same(a, b):
@@ -38,8 +44,10 @@ def assert_same(a, b):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 6)), min_size=2, max_size=6),
-       st.sampled_from([None, 1, 2]))
+@given(
+    st.lists(st.tuples(st.integers(1, 5), st.integers(0, 6)), min_size=2, max_size=6),
+    st.sampled_from([None, 1, 2]),
+)
 def test_fast_path_equals_full_path(sizes, edim):
     item = episode(sizes, edim)
     spec = EpisodeSpec(3, edim, 2)
@@ -49,8 +57,10 @@ def test_fast_path_equals_full_path(sizes, edim):
 
 
 def test_edge_index_rows_are_sources_then_targets():
-    obs = [{"x": np.zeros((3, 3), np.float32), "edge_index": np.array([[0, 1], [2, 0]])},
-           {"x": np.zeros((2, 3), np.float32), "edge_index": np.array([[1], [0]])}]
+    obs = [
+        {"x": np.zeros((3, 3), np.float32), "edge_index": np.array([[0, 1], [2, 0]])},
+        {"x": np.zeros((2, 3), np.float32), "edge_index": np.array([[1], [0]])},
+    ]
     item = encode_episode(obs, [1], [1.0], terminated=True, truncated=False, episode_id="a")
     fast = fast_episode(decode_state(item, raw_arrays=True), EpisodeSpec(3, None, 2))
     np.testing.assert_array_equal(fast.obs.edge_index, [[0, 1, 1], [2, 0, 0]])
@@ -63,8 +73,10 @@ def test_unusual_episodes_defer_to_the_full_path(case):
         item, spec = episode([(2, 1), (1, 0)], None, dtype=np.float64), EpisodeSpec(3, None, 2)
     elif case == "unfinished":
         rng = np.random.default_rng(0)
-        obs = [{"x": rng.normal(size=(2, 3)).astype(np.float32),
-                "edge_index": np.zeros((2, 0), np.int64)} for _ in range(2)]
+        obs = [
+            {"x": rng.normal(size=(2, 3)).astype(np.float32), "edge_index": np.zeros((2, 0), np.int64)}
+            for _ in range(2)
+        ]
         item = encode_episode(obs, [0], [0.0], terminated=False, truncated=False, episode_id="u")
         spec = EpisodeSpec(3, None, 2)
     else:
@@ -81,23 +93,26 @@ def test_selection_masks_same_as_full_path(level, with_masks):
     sizes = [(4, 3), (3, 5), (2, 2)]
     obs = []
     for n, e in sizes:
-        o = {"x": rng.normal(size=(n, 3)).astype(np.float32),
-             "edge_index": rng.integers(0, n, (2, e)),
-             "edge_attr": rng.normal(size=(e, 1)).astype(np.float32)}
+        o = {
+            "x": rng.normal(size=(n, 3)).astype(np.float32),
+            "edge_index": rng.integers(0, n, (2, e)),
+            "edge_attr": rng.normal(size=(e, 1)).astype(np.float32),
+        }
         if with_masks:
             o["action_mask"] = np.arange(n if level == "node" else e) % 2 == 1
         obs.append(o)
-    item = encode_episode(obs, [1, 1], [1.0, 2.0], terminated=True, truncated=False,
-                          episode_id="e")
+    item = encode_episode(obs, [1, 1], [1.0, 2.0], terminated=True, truncated=False, episode_id="e")
     spec = EpisodeSpec(3, 1, 8, action_level=level)
     fast = fast_episode(decode_state(item, raw_arrays=True), spec)
     full = validate_episode(decode_state(item), spec)
     assert fast is not None
     assert_same(fast, full)
     name = f"{level}_mask"
-    expected = (np.concatenate([np.arange(n if level == "node" else e) % 2 == 1
-                                for n, e in sizes]) if with_masks
-                else np.ones(sum(n if level == "node" else e for n, e in sizes), bool))
+    expected = (
+        np.concatenate([np.arange(n if level == "node" else e) % 2 == 1 for n, e in sizes])
+        if with_masks
+        else np.ones(sum(n if level == "node" else e for n, e in sizes), bool)
+    )
     np.testing.assert_array_equal(getattr(fast.obs, name), expected)
     np.testing.assert_array_equal(getattr(full.obs, name), expected)
 

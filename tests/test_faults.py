@@ -37,8 +37,16 @@ def expert_data(tmp_path_factory) -> tuple[str, int]:
     from offline_graph.jobs.recording import plan_jobs, record
 
     out = str(tmp_path_factory.mktemp("fault_data") / "expert")
-    jobs = plan_jobs(env="offline_graph/Graph-v0", env_config=None, policy="expert", epsilon=0.0,
-                     seed=0, episodes=EPISODES, episodes_per_file=EPISODES_PER_FILE, output=out)
+    jobs = plan_jobs(
+        env="offline_graph/Graph-v0",
+        env_config=None,
+        policy="expert",
+        epsilon=0.0,
+        seed=0,
+        episodes=EPISODES,
+        episodes_per_file=EPISODES_PER_FILE,
+        output=out,
+    )
     summaries = list(record(jobs, show_progress=False))
     return out, sum(s["transitions"] for s in summaries)
 
@@ -73,8 +81,9 @@ def deadline(seconds: int, what: str):
     """Fail (instead of hanging the suite) if the block takes longer than ``seconds``."""
 
     def expire(signum, frame):
-        raise TimeoutError(f"{what} must finish within {seconds} s (found it still running; "
-                           "a Ray Data stall?)")
+        raise TimeoutError(
+            f"{what} must finish within {seconds} s (found it still running; a Ray Data stall?)"
+        )
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.alarm(seconds)
@@ -92,8 +101,14 @@ def spaces():
     return env.observation_space, env.action_space
 
 
-def make_config(data: str, *, seed: int = 0, num_learners: int = 0,
-                prelearner_class: type = GraphOfflinePreLearner, extra: dict | None = None):
+def make_config(
+    data: str,
+    *,
+    seed: int = 0,
+    num_learners: int = 0,
+    prelearner_class: type = GraphOfflinePreLearner,
+    extra: dict | None = None,
+):
     """A configured BC config on ``data`` (episode files); ``extra`` goes into
     ``learner_config_dict`` (it travels with the config to every prelearner actor)."""
     from ray.rllib.algorithms.bc import BCConfig
@@ -106,12 +121,17 @@ def make_config(data: str, *, seed: int = 0, num_learners: int = 0,
     config = (
         BCConfig()
         .environment(observation_space=obs_space, action_space=act_space)
-        .offline_data(input_=[data], input_read_episodes=True, prelearner_class=prelearner_class,
-                      dataset_num_iters_per_learner=UPDATES)
+        .offline_data(
+            input_=[data],
+            input_read_episodes=True,
+            prelearner_class=prelearner_class,
+            dataset_num_iters_per_learner=UPDATES,
+        )
         .training(train_batch_size_per_learner=B, lr=1e-3)
         .learners(num_learners=num_learners, learner_config_dict=dict(extra or {}))
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule,
-                                               model_config={"hidden": 16, "layers": 2}))
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 16, "layers": 2})
+        )
         .debugging(seed=seed)
     )
     return offline_graph.configure(config, seed=seed)
@@ -165,8 +185,7 @@ def test_killed_prelearner_actor_does_not_stop_training(local_ray, expert_data, 
 
     data, transitions = expert_data
     marker = tmp_path / "prelearner_died"
-    config = make_config(data, prelearner_class=DieOnFirstCall,
-                         extra={"test_marker": str(marker)})
+    config = make_config(data, prelearner_class=DieOnFirstCall, extra={"test_marker": str(marker)})
     # Ray Data restarts a dead map actor and retries its task by default
     # (max_restarts=-1, max_task_retries=-1); configure() must not turn that off.
     assert "max_restarts" not in config.map_batches_kwargs
@@ -192,14 +211,14 @@ def convert_to(data: str, out: str) -> dict:
     from offline_graph.data.reader import spec_from_spaces
 
     with deadline(180, "convert()"):
-        return convert(ConvertConfig(input=data, output=out, spec=spec_from_spaces(*spaces()),
-                                     episodes_per_batch=4))
+        return convert(
+            ConvertConfig(input=data, output=out, spec=spec_from_spaces(*spaces()), episodes_per_batch=4)
+        )
 
 
 def file_digests(out: str) -> list[tuple[str, str]]:
     names = sorted(f for f in os.listdir(out) if f.endswith(".parquet"))
-    return [(n, hashlib.sha256(open(os.path.join(out, n), "rb").read()).hexdigest())
-            for n in names]
+    return [(n, hashlib.sha256(open(os.path.join(out, n), "rb").read()).hexdigest()) for n in names]
 
 
 def read_sorted_rows(out: str) -> pa.Table:
@@ -230,8 +249,7 @@ def test_same_seed_same_first_batch(expert_data):
     data, _ = expert_data
     first_file = sorted(os.path.join(data, f) for f in os.listdir(data))[0]
     items = pq.read_table(first_file).column("item").to_pylist()
-    batch = {"item": np.array(items, dtype=object),
-             "path": np.array([first_file] * len(items), dtype=object)}
+    batch = {"item": np.array(items, dtype=object), "path": np.array([first_file] * len(items), dtype=object)}
 
     def first_table(seed: int) -> pa.Table:
         pre = GraphOfflinePreLearner(config=make_config(data, seed=seed), spaces=spaces())
@@ -260,8 +278,7 @@ def test_same_seed_same_first_batch(expert_data):
 # 2. A 2-node Ray cluster (last: it starts its own cluster after a single-node run)
 
 
-def test_two_node_cluster_conversion_and_training(expert_data, small_blocks, tmp_path,
-                                                  monkeypatch):
+def test_two_node_cluster_conversion_and_training(expert_data, small_blocks, tmp_path, monkeypatch):
     from ray.cluster_utils import Cluster
 
     data, transitions = expert_data
@@ -277,8 +294,7 @@ def test_two_node_cluster_conversion_and_training(expert_data, small_blocks, tmp
     # Cluster() writes /tmp/ray/ray_current_cluster, which makes every plain ray.init() on
     # this machine (other test runs too) connect to it; we connect by address instead.
     monkeypatch.setattr(ray._private.utils, "write_ray_address", lambda *a, **k: None)
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
         cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()

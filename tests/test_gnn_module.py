@@ -225,9 +225,7 @@ def _structure_dataset():
             )
         ):
             ei = torch.tensor(both(es)).T.contiguous()
-            graphs.append(
-                {"x": torch.ones(n, F), "edge_index": ei, "edge_attr": torch.ones(ei.shape[1], D)}
-            )
+            graphs.append({"x": torch.ones(n, F), "edge_index": ei, "edge_attr": torch.ones(ei.shape[1], D)})
             labels.append(label)
     return make_batch(graphs[:8]), torch.tensor(labels[:8])
 

@@ -13,8 +13,7 @@ from offline_graph.data.graph import graph_to_dict
 from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.data.transitions import Transitions
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 
 def test_collated_batch_on_cuda_gives_the_cpu_logits():
@@ -23,14 +22,26 @@ def test_collated_batch_on_cuda_gives_the_cpu_logits():
     graphs = [graph_to_dict(env.step(0)[0], env.edge_dim) for _ in range(32)]
     cols = GraphColumns.from_graphs(graphs, env.edge_dim)
     n = len(graphs)
-    tr = Transitions(cols, np.zeros(n, np.int64), np.zeros(n, np.float32), np.zeros(n, bool),
-                     np.zeros(n, bool), np.zeros(n, np.float32), np.zeros(n, np.int32), ["e"],
-                     np.arange(n))
+    tr = Transitions(
+        cols,
+        np.zeros(n, np.int64),
+        np.zeros(n, np.float32),
+        np.zeros(n, bool),
+        np.zeros(n, bool),
+        np.zeros(n, np.float32),
+        np.zeros(n, np.int32),
+        ["e"],
+        np.arange(n),
+    )
     batch = GraphCollateFn()(tr.to_arrow(columns=["actions", "x", "edge_index", "edge_attr"]))
     obs_cpu = {k.split("/")[-1]: v for k, v in batch.items() if "/obs/" in k}
     torch.manual_seed(0)
-    module = RLModuleSpec(module_class=GNNModule, observation_space=env.observation_space,
-                          action_space=env.action_space, model_config={"hidden": 32}).build()
+    module = RLModuleSpec(
+        module_class=GNNModule,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        model_config={"hidden": 32},
+    ).build()
     cpu = module.forward_inference({Columns.OBS: obs_cpu})[Columns.ACTION_DIST_INPUTS]
     module = module.to("cuda")
     obs_gpu = {k: v.to("cuda") for k, v in obs_cpu.items()}

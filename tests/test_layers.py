@@ -51,7 +51,9 @@ def test_old_module_paths_forward_to_the_new_homes() -> None:
 def test_a_pickle_naming_an_old_path_loads() -> None:
     from offline_graph.data.spaces import NodeAction
 
-    blob = pickle.dumps(NodeAction(7), protocol=0).replace(b"offline_graph.data.spaces", b"offline_graph.spaces")
+    blob = pickle.dumps(NodeAction(7), protocol=0).replace(
+        b"offline_graph.data.spaces", b"offline_graph.spaces"
+    )
     assert b"offline_graph.spaces" in blob
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

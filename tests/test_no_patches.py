@@ -81,14 +81,23 @@ print(json.dumps({"imported": names, "attributes": len(before), "changed": chang
 def test_importing_offline_graph_changes_no_rllib_attribute() -> None:
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, ",".join(RLLIB_MODULES)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     # Every module under offline_graph was imported, the RLlib glue among them.
-    for name in ("offline_graph.rllib.algorithms", "offline_graph.rllib.configure",
-                 "offline_graph.rllib.prelearner", "offline_graph.rllib.evaluation",
-                 "offline_graph.cli.train", "offline_graph.jobs.convert", "offline_graph.env"):
+    for name in (
+        "offline_graph.rllib.algorithms",
+        "offline_graph.rllib.configure",
+        "offline_graph.rllib.prelearner",
+        "offline_graph.rllib.evaluation",
+        "offline_graph.cli.train",
+        "offline_graph.jobs.convert",
+        "offline_graph.env",
+    ):
         assert name in result["imported"], name
     # Some thousands of attributes were compared, none changed.
     assert result["attributes"] > 1000

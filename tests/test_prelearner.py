@@ -14,15 +14,19 @@ from offline_graph import ConfigError, GNNModule, GraphOfflinePreLearner, GraphV
 from offline_graph.rllib.episodes import encode_episode
 
 F, D, K = 3, 1, 2
-OBS_SPACE = gym.spaces.Graph(node_space=gym.spaces.Box(-np.inf, np.inf, (F,), np.float32),
-                             edge_space=gym.spaces.Box(-np.inf, np.inf, (D,), np.float32))
+OBS_SPACE = gym.spaces.Graph(
+    node_space=gym.spaces.Box(-np.inf, np.inf, (F,), np.float32),
+    edge_space=gym.spaces.Box(-np.inf, np.inf, (D,), np.float32),
+)
 ACT_SPACE = gym.spaces.Discrete(K)
 
 
 def graph(n, e, rng):
-    return {"x": rng.normal(size=(n, F)).astype(np.float32),
-            "edge_index": rng.integers(0, n, (2, e)),
-            "edge_attr": rng.normal(size=(e, D)).astype(np.float32)}
+    return {
+        "x": rng.normal(size=(n, F)).astype(np.float32),
+        "edge_index": rng.integers(0, n, (2, e)),
+        "edge_attr": rng.normal(size=(e, D)).astype(np.float32),
+    }
 
 
 def items(num_episodes, length, seed=0):
@@ -30,19 +34,31 @@ def items(num_episodes, length, seed=0):
     out = []
     for i in range(num_episodes):
         obs = [graph(int(rng.integers(1, 6)), int(rng.integers(0, 5)), rng) for _ in range(length + 1)]
-        out.append(encode_episode(obs, [i % K] * length, [1.0] * length, terminated=True,
-                                  truncated=False, episode_id=f"ep{seed}-{i}"))
+        out.append(
+            encode_episode(
+                obs,
+                [i % K] * length,
+                [1.0] * length,
+                terminated=True,
+                truncated=False,
+                episode_id=f"ep{seed}-{i}",
+            )
+        )
     return out
 
 
 def make_config(tmp_path, cls=BCConfig, batch=8, **kw):
-    config = (cls()
-              .environment(observation_space=OBS_SPACE, action_space=ACT_SPACE)
-              .offline_data(input_=[str(tmp_path)], input_read_episodes=True,
-                            prelearner_class=GraphOfflinePreLearner)
-              .training(train_batch_size_per_learner=batch, **kw)
-              .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule,
-                                                     model_config={"hidden": 8, "layers": 1})))
+    config = (
+        cls()
+        .environment(observation_space=OBS_SPACE, action_space=ACT_SPACE)
+        .offline_data(
+            input_=[str(tmp_path)], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner
+        )
+        .training(train_batch_size_per_learner=batch, **kw)
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 8, "layers": 1})
+        )
+    )
     return config
 
 
@@ -68,18 +84,23 @@ def test_unconfigured_config_names_every_missing_setting_in_the_prelearner(tmp_p
     with pytest.raises(ConfigError) as err:
         build(make_config(tmp_path))
     msg = str(err.value)
-    assert msg.startswith("GraphOfflinePreLearner config: learner_config_dict['offline_graph'] "
-                          "must be set by offline_graph.configure(config) (found it missing); ")
-    for part in ("GraphCollateFn() (found None)",
-                 "dataset_num_iters_per_learner=...) must be an int >= 2 with num_learners=0, "
-                 "or >= 1 with remote learners (found None)",
-                 "`config = offline_graph.configure(config)`"):
+    assert msg.startswith(
+        "GraphOfflinePreLearner config: learner_config_dict['offline_graph'] "
+        "must be set by offline_graph.configure(config) (found it missing); "
+    )
+    for part in (
+        "GraphCollateFn() (found None)",
+        "dataset_num_iters_per_learner=...) must be an int >= 2 with num_learners=0, "
+        "or >= 1 with remote learners (found None)",
+        "`config = offline_graph.configure(config)`",
+    ):
         assert part in msg, part
 
 
 def test_configure_names_conflicting_settings(tmp_path):
-    cfg = make_config(tmp_path).offline_data(dataset_num_iters_per_learner=1,
-                                             iter_batches_kwargs={"collate_fn": object()})
+    cfg = make_config(tmp_path).offline_data(
+        dataset_num_iters_per_learner=1, iter_batches_kwargs={"collate_fn": object()}
+    )
     with pytest.raises(ConfigError) as err:
         offline_graph.configure(cfg)
     msg = str(err.value)
@@ -105,8 +126,13 @@ class DoubleValueTargets(ConnectorV2):
 
 
 def test_user_connector_pieces_run(tmp_path):
-    cfg = make_config(tmp_path, cls=MARWILConfig, batch=4, gamma=1.0,
-                      learner_connector=lambda obs, act: DoubleValueTargets())
+    cfg = make_config(
+        tmp_path,
+        cls=MARWILConfig,
+        batch=4,
+        gamma=1.0,
+        learner_connector=lambda obs, act: DoubleValueTargets(),
+    )
     pre = build(offline_graph.configure(cfg))
     out = pre({"item": np.array(items(1, 4), dtype=object)})
     assert out.num_rows == 4
@@ -120,16 +146,18 @@ def test_raise_and_skip_modes(tmp_path):
     rng = np.random.default_rng(5)
     obs = [graph(2, 1, rng) for _ in range(4)]
     obs[2]["edge_index"] = np.array([[0], [7]])  # node 7 of a 2-node graph
-    bad = encode_episode(obs, [0, 1, 0], [0.0, 0.0, 0.0], terminated=True, truncated=False,
-                         episode_id="broken")
-    batch = {"item": np.array([good[0], bad, good[1]], dtype=object),
-             "path": np.array(["f.parquet"] * 3, dtype=object)}
+    bad = encode_episode(
+        obs, [0, 1, 0], [0.0, 0.0, 0.0], terminated=True, truncated=False, episode_id="broken"
+    )
+    batch = {
+        "item": np.array([good[0], bad, good[1]], dtype=object),
+        "path": np.array(["f.parquet"] * 3, dtype=object),
+    }
     pre = build(offline_graph.configure(make_config(tmp_path, batch=3)))
     with pytest.raises(GraphValidationError) as err:
         pre(batch)
     msg = str(err.value)
-    for part in ("file f.parquet", "episode 'broken'", "step t=2", "edge_index", "0..N-1", "N=2",
-                 "[0, 7]"):
+    for part in ("file f.parquet", "episode 'broken'", "step t=2", "edge_index", "0..N-1", "N=2", "[0, 7]"):
         assert part in msg
     pre = build(offline_graph.configure(make_config(tmp_path, batch=3), on_error="skip"))
     out = pre(batch)
@@ -162,8 +190,7 @@ def test_second_epoch_is_not_a_duplicate_but_a_changed_episode_is(tmp_path):
     # A different episode under an id seen before is a real duplicate.
     rng = np.random.default_rng(1)
     obs = [graph(2, 1, rng) for _ in range(3)]
-    changed = encode_episode(obs, [0, 1], [0.0, 0.0], terminated=True, truncated=False,
-                             episode_id="ep0-0")
+    changed = encode_episode(obs, [0, 1], [0.0, 0.0], terminated=True, truncated=False, episode_id="ep0-0")
     with pytest.raises(offline_graph.OfflineGraphError, match="episode 'ep0-0'.*must be unique"):
         pre({"item": np.array([changed], dtype=object)})
 
@@ -180,9 +207,13 @@ def test_graph_algorithm_build_names_every_missing_setting(tmp_path):
     with pytest.raises(ConfigError) as err:
         cfg.build_algo()
     msg = str(err.value)
-    for part in ("learner_config_dict['offline_graph'] must be set", "GraphCollateFn() (found None)",
-                 "dataset_num_iters_per_learner=...) must be an int >= 2 with num_learners=0, "
-                 "or >= 1 with remote learners (found 1)", "offline_graph.configure(config)"):
+    for part in (
+        "learner_config_dict['offline_graph'] must be set",
+        "GraphCollateFn() (found None)",
+        "dataset_num_iters_per_learner=...) must be an int >= 2 with num_learners=0, "
+        "or >= 1 with remote learners (found 1)",
+        "offline_graph.configure(config)",
+    ):
         assert part in msg, part
     # A configured config passes the same check; changing a setting after configure fails it.
     configured = offline_graph.configure(make_config(tmp_path))
@@ -207,10 +238,10 @@ def test_marwil_gamma_must_match_the_converted_rows(tmp_path):
 
     eps = read_episodes(items(1, 2), [None], spec_from_spaces(OBS_SPACE, ACT_SPACE))
     table = Transitions.from_episodes(eps, 0.5).to_arrow()
-    pq.write_table(table.replace_schema_metadata(make_metadata("transitions", gamma=0.5)),
-                   tmp_path / "rows.parquet")
-    cfg = make_config(tmp_path, cls=MARWILConfig, gamma=0.99).offline_data(
-        input_read_episodes=False)
+    pq.write_table(
+        table.replace_schema_metadata(make_metadata("transitions", gamma=0.5)), tmp_path / "rows.parquet"
+    )
+    cfg = make_config(tmp_path, cls=MARWILConfig, gamma=0.99).offline_data(input_read_episodes=False)
     with pytest.raises(ConfigError, match=r"gamma the rows were converted with, 0.5 \(found 0.99\)"):
         offline_graph.configure(cfg)
     ok = make_config(tmp_path, cls=MARWILConfig, gamma=0.5).offline_data(input_read_episodes=False)

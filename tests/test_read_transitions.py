@@ -25,8 +25,10 @@ def random_episode(rng, eid, edim, level, masked, num_t):
     for t in range(num_t + 1):
         n = int(rng.integers(1, 5))
         e = int(rng.integers(1 if level == "edge" else 0, 6))
-        o = {"x": rng.normal(size=(n, 3)).astype(np.float32),
-             "edge_index": rng.integers(0, n, (2, e)).astype(np.int64)}
+        o = {
+            "x": rng.normal(size=(n, 3)).astype(np.float32),
+            "edge_index": rng.integers(0, n, (2, e)).astype(np.int64),
+        }
         if edim is not None:
             o["edge_attr"] = rng.normal(size=(e, edim)).astype(np.float32)
         size = n if level == "node" else e
@@ -43,8 +45,9 @@ def random_episode(rng, eid, edim, level, masked, num_t):
                 actions.append(int(rng.choice(allowed)))
     rewards = rng.normal(size=num_t).round(3).tolist()
     truncated = bool(rng.random() < 0.3)
-    return encode_episode(obs, actions, rewards, terminated=not truncated, truncated=truncated,
-                          episode_id=eid)
+    return encode_episode(
+        obs, actions, rewards, terminated=not truncated, truncated=truncated, episode_id=eid
+    )
 
 
 def reference(items, spec, gamma):
@@ -54,8 +57,7 @@ def reference(items, spec, gamma):
 
 def assert_same_transitions(parts, ref):
     got = Transitions.concat(parts)
-    for name in ("actions", "rewards", "terminateds", "truncateds", "value_targets", "t",
-                 "episode_index"):
+    for name in ("actions", "rewards", "terminateds", "truncateds", "value_targets", "t", "episode_index"):
         np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
         assert getattr(got, name).dtype == getattr(ref, name).dtype, name
     assert got.episode_ids == ref.episode_ids
@@ -72,19 +74,25 @@ def assert_same_transitions(parts, ref):
 def rows(tr):
     """The Arrow rows with eps_id as plain strings (dictionaries may be chunked differently)."""
     table = tr.to_arrow()
-    return table.set_column(table.column_names.index("eps_id"), "eps_id",
-                            table.column("eps_id").cast(pa.string()))
+    return table.set_column(
+        table.column_names.index("eps_id"), "eps_id", table.column("eps_id").cast(pa.string())
+    )
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(1, 2 * FAST_CHUNK + 3), st.sampled_from([None, 2]),
-       st.sampled_from([(None, False), ("node", True), ("node", False), ("edge", True)]),
-       st.integers(0, 10_000))
+@given(
+    st.integers(1, 2 * FAST_CHUNK + 3),
+    st.sampled_from([None, 2]),
+    st.sampled_from([(None, False), ("node", True), ("node", False), ("edge", True)]),
+    st.integers(0, 10_000),
+)
 def test_read_transitions_equals_the_full_path(num_episodes, edim, level_masked, seed):
     level, masked = level_masked
     rng = np.random.default_rng(seed)
-    items = [random_episode(rng, f"e{i}", edim, level, masked, int(rng.integers(1, 5)))
-             for i in range(num_episodes)]
+    items = [
+        random_episode(rng, f"e{i}", edim, level, masked, int(rng.integers(1, 5)))
+        for i in range(num_episodes)
+    ]
     spec = EpisodeSpec(3, edim, 4 if level is None else 16, action_level=level)
     stats = ReadStats()
     parts = read_transitions(items, [None] * len(items), spec, 0.9, stats=stats)
@@ -98,11 +106,22 @@ def test_fast_block_values_by_hand():
     """Two episodes; edge pairs are (source, target) of each edge, final observations are
     validated but not emitted, returns-to-go per episode."""
     g = lambda x, ei: {"x": np.array(x, np.float32), "edge_index": np.array(ei, np.int64)}  # noqa: E731
-    a = encode_episode([g([[1, 2], [3, 4]], [[0, 1], [1, 0]]), g([[5, 6]], [[0], [0]]),
-                        g([[7, 8]], np.zeros((2, 0)))], [1, 0], [1.0, 3.0],
-                       terminated=True, truncated=False, episode_id="a")
-    b = encode_episode([g([[9, 9], [8, 8], [7, 7]], [[2], [0]]), g([[0, 0]], np.zeros((2, 0)))],
-                       [2], [5.0], terminated=False, truncated=True, episode_id="b")
+    a = encode_episode(
+        [g([[1, 2], [3, 4]], [[0, 1], [1, 0]]), g([[5, 6]], [[0], [0]]), g([[7, 8]], np.zeros((2, 0)))],
+        [1, 0],
+        [1.0, 3.0],
+        terminated=True,
+        truncated=False,
+        episode_id="a",
+    )
+    b = encode_episode(
+        [g([[9, 9], [8, 8], [7, 7]], [[2], [0]]), g([[0, 0]], np.zeros((2, 0)))],
+        [2],
+        [5.0],
+        terminated=False,
+        truncated=True,
+        episode_id="b",
+    )
     tr = fast_block([a, b], EpisodeSpec(2, None, 3), gamma=0.5)
     np.testing.assert_array_equal(tr.obs.x, [[1, 2], [3, 4], [5, 6], [9, 9], [8, 8], [7, 7]])
     np.testing.assert_array_equal(tr.obs.node_ptr, [0, 2, 3, 6])
@@ -124,8 +143,10 @@ def block(n, seed=0):
 
 
 def nan_episode(eid):
-    obs = [{"x": np.array([[0.0, np.nan, 0.0]], np.float32), "edge_index": np.zeros((2, 0), np.int64)},
-           {"x": np.zeros((1, 3), np.float32), "edge_index": np.zeros((2, 0), np.int64)}]
+    obs = [
+        {"x": np.array([[0.0, np.nan, 0.0]], np.float32), "edge_index": np.zeros((2, 0), np.int64)},
+        {"x": np.zeros((1, 3), np.float32), "edge_index": np.zeros((2, 0), np.int64)},
+    ]
     return encode_episode(obs, [0], [1.0], terminated=True, truncated=False, episode_id=eid)
 
 
@@ -135,12 +156,13 @@ def test_a_bad_row_sends_only_its_chunk_down_the_per_episode_path():
     spec = EpisodeSpec(3, None, 4)
     stats = ReadStats()
     parts = read_transitions(items, [None] * len(items), spec, 0.9, on_error="skip", stats=stats)
-    good = items[:FAST_CHUNK + 3] + items[FAST_CHUNK + 4:]
+    good = items[: FAST_CHUNK + 3] + items[FAST_CHUNK + 4 :]
     assert_same_transitions(parts, reference(good, spec, 0.9))
     assert stats.rejected == {"nonfinite": 1}
     assert (stats.episodes_read, stats.episodes_used) == (2 * FAST_CHUNK, 2 * FAST_CHUNK - 1)
-    with pytest.raises(OfflineGraphError,
-                       match=r"episode 'bad', step t=0, column 'x': node features must be finite"):
+    with pytest.raises(
+        OfflineGraphError, match=r"episode 'bad', step t=0, column 'x': node features must be finite"
+    ):
         read_transitions(items, [None] * len(items), spec, 0.9)
 
 
@@ -151,8 +173,7 @@ def test_an_id_repeated_in_a_later_chunk_is_a_duplicate():
     stats = ReadStats()
     parts = read_transitions(items, [None] * len(items), spec, 0.9, on_error="skip", stats=stats)
     assert stats.rejected == {"duplicate_id": 1}
-    assert_same_transitions(parts, reference(items[:FAST_CHUNK + 2] + items[FAST_CHUNK + 3:],
-                                             spec, 0.9))
+    assert_same_transitions(parts, reference(items[: FAST_CHUNK + 2] + items[FAST_CHUNK + 3 :], spec, 0.9))
     with pytest.raises(OfflineGraphError, match="episode id must be unique"):
         read_transitions(items, [None] * len(items), spec, 0.9)
 
@@ -172,8 +193,12 @@ def test_seen_ids_accept_the_same_rows_again_and_reject_other_content():
 
 
 def graphs(x, node_counts, pairs, edge_counts):
-    return GraphColumns(np.asarray(x, np.float32).reshape(-1, 1), counts_to_ptr(np.array(node_counts)),
-                        np.asarray(pairs, np.int64).reshape(-1, 2).T, counts_to_ptr(np.array(edge_counts)))
+    return GraphColumns(
+        np.asarray(x, np.float32).reshape(-1, 1),
+        counts_to_ptr(np.array(node_counts)),
+        np.asarray(pairs, np.int64).reshape(-1, 2).T,
+        counts_to_ptr(np.array(edge_counts)),
+    )
 
 
 def test_values_ok_by_hand():

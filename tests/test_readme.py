@@ -20,8 +20,7 @@ def readme_snippet() -> str:
 def test_readme_snippet_runs_as_printed():
     code = readme_snippet()
     assert "offline_graph.configure(config)" in code and "prelearner_class=GraphOfflinePreLearner" in code
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     loss = float(lines[-2])
@@ -44,13 +43,21 @@ def test_readme_node_action_snippet_runs_as_printed(tmp_path):
 
     code = section_snippets("## Node- and edge-selection actions (masked)")[0]
     assert "action_space=NodeAction(64)" in code and "to_deterministic()" in code
-    jobs = plan_jobs(env="offline_graph/NextHop-v0", env_config=None, policy="expert",
-                     epsilon=0.0, seed=0, episodes=20, episodes_per_file=20,
-                     output=str(tmp_path / "data" / "nexthop_expert"))
+    jobs = plan_jobs(
+        env="offline_graph/NextHop-v0",
+        env_config=None,
+        policy="expert",
+        epsilon=0.0,
+        seed=0,
+        episodes=20,
+        episodes_per_file=20,
+        output=str(tmp_path / "data" / "nexthop_expert"),
+    )
     list(record(jobs, show_progress=False))
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 

@@ -33,8 +33,18 @@ def rec(out: Path, *extra: str) -> int:
 
 
 def test_same_seed_same_bytes(tmp_path, capsys):
-    args = ("--policy", "mixed", "--epsilon", "0.5", "--episodes", "3", "--seed", "11",
-            "--episodes-per-file", "2")
+    args = (
+        "--policy",
+        "mixed",
+        "--epsilon",
+        "0.5",
+        "--episodes",
+        "3",
+        "--seed",
+        "11",
+        "--episodes-per-file",
+        "2",
+    )
     assert rec(tmp_path / "a", *args) == 0
     summary = capsys.readouterr().out
     assert "episodes     3\n" in summary and "files        2\n" in summary
@@ -63,8 +73,12 @@ def test_refuses_non_empty_output_unless_overwrite(tmp_path, capsys):
 
 
 def test_bad_args_exit_2():
-    for argv in (["--output", "x", "--episodes", "0"], ["--output", "x", "--epsilon", "2"],
-                 ["--output", "x", "--env-config", "[1]"], ["--output", "x", "--policy", "bad"]):
+    for argv in (
+        ["--output", "x", "--episodes", "0"],
+        ["--output", "x", "--epsilon", "2"],
+        ["--output", "x", "--env-config", "[1]"],
+        ["--output", "x", "--policy", "bad"],
+    ):
         with pytest.raises(SystemExit) as info:
             record_cli.parse_args(argv)
         assert info.value.code == 2
@@ -72,8 +86,18 @@ def test_bad_args_exit_2():
 
 def test_ray_workers_match_single_process(tmp_path):
     ray = pytest.importorskip("ray")
-    args = ("--policy", "mixed", "--epsilon", "0.5", "--episodes", "4", "--seed", "3",
-            "--episodes-per-file", "2")
+    args = (
+        "--policy",
+        "mixed",
+        "--epsilon",
+        "0.5",
+        "--episodes",
+        "4",
+        "--seed",
+        "3",
+        "--episodes-per-file",
+        "2",
+    )
     assert rec(tmp_path / "one", *args) == 0
     started = not ray.is_initialized()  # another test may have left Ray running: reuse it
     if started:
@@ -131,8 +155,9 @@ def hand_built_file(tmp_path) -> str:
     B: graphs (3,2) (5,6), action [1], reward [-1], truncated.
     """
     a = make_episode_item([(2, 1), (4, 3), (1, 0)], [0, 2], [1.0, 0.5], episode_id="A")
-    b = make_episode_item([(3, 2), (5, 6)], [1], [-1.0], seed=1, terminated=False,
-                          truncated=True, episode_id="B")
+    b = make_episode_item(
+        [(3, 2), (5, 6)], [1], [-1.0], seed=1, terminated=False, truncated=True, episode_id="B"
+    )
     return write_episode_file(tmp_path / "two.parquet", [a, b])
 
 
@@ -191,7 +216,12 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / "offline-graph"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "offline_graph.cli"]
     return subprocess.run(
-        [*cmd, *args], check=False, cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [*cmd, *args],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 

@@ -25,8 +25,10 @@ from offline_graph.rllib.selection import (
 from tests.helpers import make_graph, write_episode_file
 
 F, D = 3, 1
-OBS = gym.spaces.Graph(node_space=gym.spaces.Box(-np.inf, np.inf, (F,), np.float32),
-                       edge_space=gym.spaces.Box(-np.inf, np.inf, (D,), np.float32))
+OBS = gym.spaces.Graph(
+    node_space=gym.spaces.Box(-np.inf, np.inf, (F,), np.float32),
+    edge_space=gym.spaces.Box(-np.inf, np.inf, (D,), np.float32),
+)
 LOW = torch.finfo(torch.float32).min
 
 
@@ -102,7 +104,8 @@ def test_edge_choices_follow_the_source_graph():
     assert dist.to_deterministic().sample().tolist() == [1, 1]  # local edge indices
     z = 1 + math.e**-2
     assert dist.logp(torch.tensor([0, 2])).tolist() == pytest.approx(
-        [-math.log(1 + math.e), -2 - math.log(z)], abs=1e-6)
+        [-math.log(1 + math.e), -2 - math.log(z)], abs=1e-6
+    )
 
 
 # --------------------------------------------------------------------------- module
@@ -121,13 +124,19 @@ def test_module_inference_through_rllib_dist(space):
     if level == "edge":
         graphs[0]["action_mask"] = np.array([True, False, False, True, False])
         graphs[1]["action_mask"] = np.array([False, True])
-    module = RLModuleSpec(module_class=GNNModule, observation_space=OBS, action_space=space,
-                          model_config={"hidden": 8, "layers": 2}).build()
+    module = RLModuleSpec(
+        module_class=GNNModule,
+        observation_space=OBS,
+        action_space=space,
+        model_config={"hidden": 8, "layers": 2},
+    ).build()
     b = collate(GraphColumns.from_graphs(graphs, D, level))
     obs = {k: torch.from_numpy(np.asarray(v)) for k, v in b.items()}
     assert obs["action_mask"].shape == ((6,) if level == "node" else (7,))  # unpadded
-    for fwd, get in ((module.forward_inference, module.get_inference_action_dist_cls),
-                     (module.forward_exploration, module.get_exploration_action_dist_cls)):
+    for fwd, get in (
+        (module.forward_inference, module.get_inference_action_dist_cls),
+        (module.forward_exploration, module.get_exploration_action_dist_cls),
+    ):
         out = fwd({Columns.OBS: obs})
         logits = out[Columns.ACTION_DIST_INPUTS]
         assert logits.shape == ((2, 4) if level == "node" else (2, 5))
@@ -152,21 +161,30 @@ def selection_episode(eid, actions, masks, sizes=((4, 5), (3, 3), (2, 1))):
     for o, m in zip(obs, masks):
         if m is not None:
             o["action_mask"] = np.asarray(m)
-    return encode_episode(obs, list(actions), [1.0] * len(actions), terminated=True,
-                          truncated=False, episode_id=eid)
+    return encode_episode(
+        obs, list(actions), [1.0] * len(actions), terminated=True, truncated=False, episode_id=eid
+    )
 
 
 GOOD = dict(actions=[1, 2], masks=[[False, True, True, False], [True, True, True], [False, False]])
 BAD = {
     # action 3 outside 0..2 of step 1's 3-node graph
-    "action": (dict(actions=[1, 3], masks=GOOD["masks"]), 1,
-               ["action must be a node index in 0..2", "N=3", "found action 3"]),
+    "action": (
+        dict(actions=[1, 3], masks=GOOD["masks"]),
+        1,
+        ["action must be a node index in 0..2", "N=3", "found action 3"],
+    ),
     # action 0 forbidden by step 0's mask (2 of 4 nodes allowed)
-    "masked_action": (dict(actions=[0, 2], masks=GOOD["masks"]), 0,
-                      ["must be allowed by step 0's action_mask", "found action 0",
-                       "allows 2 of N=4"]),
-    "action_mask": (dict(actions=[1, 2], masks=[[True, True], None, None]), 0,
-                    ["action_mask must be bool [N=4]", "found bool [2]"]),
+    "masked_action": (
+        dict(actions=[0, 2], masks=GOOD["masks"]),
+        0,
+        ["must be allowed by step 0's action_mask", "found action 0", "allows 2 of N=4"],
+    ),
+    "action_mask": (
+        dict(actions=[1, 2], masks=[[True, True], None, None]),
+        0,
+        ["action_mask must be bool [N=4]", "found bool [2]"],
+    ),
 }
 
 
@@ -177,12 +195,17 @@ def prelearner(tmp_path, on_error, space=None):
     from offline_graph import GraphOfflinePreLearner
 
     space = NodeAction(8) if space is None else space
-    cfg = (BCConfig().environment(observation_space=OBS, action_space=space)
-           .offline_data(input_=[str(tmp_path)], input_read_episodes=True,
-                         prelearner_class=GraphOfflinePreLearner)
-           .training(train_batch_size_per_learner=2)
-           .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule,
-                                                  model_config={"hidden": 4, "layers": 1})))
+    cfg = (
+        BCConfig()
+        .environment(observation_space=OBS, action_space=space)
+        .offline_data(
+            input_=[str(tmp_path)], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner
+        )
+        .training(train_batch_size_per_learner=2)
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 4, "layers": 1})
+        )
+    )
     cfg = offline_graph.configure(cfg, on_error=on_error)
     return GraphOfflinePreLearner(config=cfg, spaces=(OBS, space))
 
@@ -207,11 +230,14 @@ def test_bad_node_actions_raise_or_are_counted(tmp_path, kind):
 
 def test_mask_allowing_nothing_is_legal_only_on_the_final_observation(tmp_path):
     final_empty = selection_episode("ok", [1, 2], [[False, True, False, False], None, [False, False]])
-    acted_on_empty = selection_episode("bad", [1, 2], [[False, True, False, False],
-                                                       [False, False, False], None])
+    acted_on_empty = selection_episode(
+        "bad", [1, 2], [[False, True, False, False], [False, False, False], None]
+    )
     path = write_episode_file(tmp_path / "rows.parquet", [final_empty, acted_on_empty])
-    batch = {"item": np.array([final_empty, acted_on_empty], dtype=object),
-             "path": np.array([path] * 2, dtype=object)}
+    batch = {
+        "item": np.array([final_empty, acted_on_empty], dtype=object),
+        "path": np.array([path] * 2, dtype=object),
+    }
     with pytest.raises(GraphValidationError, match=r"step t=1.*allow at least one node") as err:
         prelearner(tmp_path, "raise")(batch)
     assert err.value.reason == "action_mask"
@@ -242,7 +268,7 @@ def test_mask_travels_unpadded_to_the_learner_batch(tmp_path):
     acts = out["default_policy/actions"].tolist()
     assert mask.shape == (ptr[-1],) and mask.dtype == torch.bool
     for b in range(2):
-        seg = mask[ptr[b]:ptr[b + 1]].tolist()
+        seg = mask[ptr[b] : ptr[b + 1]].tolist()
         assert (seg, acts[b]) == by_size[len(seg)]
 
 

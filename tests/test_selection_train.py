@@ -61,9 +61,16 @@ def data(tmp_path_factory) -> dict[str, str]:
     out = {}
     for level, env in ENVS.items():
         path = str(tmp_path_factory.mktemp("sel") / level)
-        jobs = plan_jobs(env=env, env_config=None, policy="expert", epsilon=0.0, seed=0,
-                         episodes=40 if level == "node" else 8, episodes_per_file=20,
-                         output=path)
+        jobs = plan_jobs(
+            env=env,
+            env_config=None,
+            policy="expert",
+            epsilon=0.0,
+            seed=0,
+            episodes=40 if level == "node" else 8,
+            episodes_per_file=20,
+            output=path,
+        )
         list(record(jobs, show_progress=False))
         out[level] = path
     return out
@@ -91,10 +98,14 @@ def test_recorded_masks_and_user_policy(tmp_path):
     user = str(tmp_path / "user.parquet")
     renamed = str(tmp_path / "renamed.parquet")
     record_file(RecordJob(ENVS["node"], {}, "expert", 0.0, 5, 0, 3, named))
-    record_file(RecordJob(ENVS["node"], {}, "offline_graph.env.selection_envs:next_hop_expert",
-                          0.0, 5, 0, 3, user))
-    record_file(RecordJob("tests.test_selection_train:RenamedMaskEnv", {}, "expert", 0.0, 5, 0,
-                          3, renamed, mask_key="mask"))
+    record_file(
+        RecordJob(ENVS["node"], {}, "offline_graph.env.selection_envs:next_hop_expert", 0.0, 5, 0, 3, user)
+    )
+    record_file(
+        RecordJob(
+            "tests.test_selection_train:RenamedMaskEnv", {}, "expert", 0.0, 5, 0, 3, renamed, mask_key="mask"
+        )
+    )
     by_file: dict[str, list] = {}
     for path in (named, user, renamed):
         for ep in read_file(path, "node"):
@@ -129,13 +140,17 @@ def make_config(level: str, num_learners: int, path: str, algo: str = "bc"):
     config = (
         (BCConfig if algo == "bc" else MARWILConfig)()
         .environment(observation_space=env.observation_space, action_space=env.action_space)
-        .offline_data(input_=[path], input_read_episodes=True,
-                      prelearner_class=GraphOfflinePreLearner,
-                      dataset_num_iters_per_learner=UPDATES)
+        .offline_data(
+            input_=[path],
+            input_read_episodes=True,
+            prelearner_class=GraphOfflinePreLearner,
+            dataset_num_iters_per_learner=UPDATES,
+        )
         .training(**training)
         .learners(num_learners=num_learners)
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule,
-                                               model_config={"hidden": 16, "layers": 2}))
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 16, "layers": 2})
+        )
         .debugging(seed=0)
     )
     return offline_graph.configure(config, seed=0), env
@@ -169,9 +184,15 @@ def test_bc_trains_and_restores(ray_session, data, tmp_path, level, num_learners
             assert math.isfinite(float(mod["policy_loss"]))
             assert int(result["learners"]["__all_modules__"]["num_env_steps_trained"]) == expected
         if num_learners == 2:
-            states = [r.get() for r in algo.learner_group.foreach_learner(
-                lambda lr: {k: v.detach().cpu().numpy()
-                            for k, v in lr.module["default_policy"].state_dict().items()})]
+            states = [
+                r.get()
+                for r in algo.learner_group.foreach_learner(
+                    lambda lr: {
+                        k: v.detach().cpu().numpy()
+                        for k, v in lr.module["default_policy"].state_dict().items()
+                    }
+                )
+            ]
             for key in states[0]:
                 np.testing.assert_array_equal(states[0][key], states[1][key], err_msg=key)
         obs, edge_dim = eval_observations(env)
@@ -222,9 +243,21 @@ def test_evaluate_cli_with_a_user_policy(tmp_path, capsys):
     from offline_graph.cli import evaluate as evaluate_cli
 
     out = tmp_path / "eval.json"
-    assert evaluate_cli.main(["--env", ENVS["node"], "--policy",
-                              "offline_graph.env.selection_envs:next_hop_expert",
-                              "--episodes", "6", "--output", str(out)]) == 0
+    assert (
+        evaluate_cli.main(
+            [
+                "--env",
+                ENVS["node"],
+                "--policy",
+                "offline_graph.env.selection_envs:next_hop_expert",
+                "--episodes",
+                "6",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     res = json.loads(out.read_text())
     assert res["module"]["illegal_actions"] == 0 and res["module"]["success_rate"] == 1.0
     assert res["module"]["returns"] == res["expert"]["returns"]  # same function, same episodes

@@ -56,13 +56,22 @@ def _graph(n: int, e: int, d: int | None = None, mask: int | None = None) -> dic
 
 
 def _episode(obs: list[dict], actions: list, eid: str = "e") -> RawEpisode:
-    return RawEpisode(id=eid, observations=obs, actions=actions, rewards=[0.0] * len(actions),
-                      terminated=True, truncated=False, t_started=0)
+    return RawEpisode(
+        id=eid,
+        observations=obs,
+        actions=actions,
+        rewards=[0.0] * len(actions),
+        terminated=True,
+        truncated=False,
+        t_started=0,
+    )
 
 
 def test_infer_discrete_from_largest_action() -> None:
-    eps = [_episode([_graph(2, 1, 2), _graph(4, 3, 2)], [np.int64(2)]),
-           _episode([_graph(5, 0, 2), _graph(1, 0, 2), _graph(3, 2, 2)], [0, 6], "f")]
+    eps = [
+        _episode([_graph(2, 1, 2), _graph(4, 3, 2)], [np.int64(2)]),
+        _episode([_graph(5, 0, 2), _graph(1, 0, 2), _graph(3, 2, 2)], [0, 6], "f"),
+    ]
     obs, act = infer_spaces(eps)
     assert space_text(obs) == "graph:F=3,D=2" and act == gym.spaces.Discrete(7)
 

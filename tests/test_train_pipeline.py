@@ -40,8 +40,16 @@ def expert_data(tmp_path_factory) -> str:
     from offline_graph.jobs.recording import plan_jobs, record
 
     out = str(tmp_path_factory.mktemp("train_data") / "expert")
-    jobs = plan_jobs(env="offline_graph/Graph-v0", env_config=None, policy="expert", epsilon=0.0,
-                     seed=0, episodes=20, episodes_per_file=10, output=out)
+    jobs = plan_jobs(
+        env="offline_graph/Graph-v0",
+        env_config=None,
+        policy="expert",
+        epsilon=0.0,
+        seed=0,
+        episodes=20,
+        episodes_per_file=10,
+        output=out,
+    )
     list(record(jobs, show_progress=False))
     return out
 
@@ -63,13 +71,17 @@ def make_config(algo: str, num_learners: int, data: str, configured: bool = True
     config = (
         cls()
         .environment(observation_space=env.observation_space, action_space=env.action_space)
-        .offline_data(input_=[data], input_read_episodes=True,
-                      prelearner_class=GraphOfflinePreLearner,
-                      dataset_num_iters_per_learner=UPDATES)
+        .offline_data(
+            input_=[data],
+            input_read_episodes=True,
+            prelearner_class=GraphOfflinePreLearner,
+            dataset_num_iters_per_learner=UPDATES,
+        )
         .training(**training)
         .learners(num_learners=num_learners)
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule,
-                                               model_config={"hidden": 16, "layers": 2}))
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 16, "layers": 2})
+        )
         .debugging(seed=0)
     )
     return offline_graph.configure(config, seed=0) if configured else config
@@ -90,8 +102,7 @@ def eval_observations(n: int = 20):
 def learner_state_dicts(algo) -> list[dict[str, np.ndarray]]:
     results = algo.learner_group.foreach_learner(
         lambda learner: {
-            k: v.detach().cpu().numpy()
-            for k, v in learner.module["default_policy"].state_dict().items()
+            k: v.detach().cpu().numpy() for k, v in learner.module["default_policy"].state_dict().items()
         }
     )
     return [r.get() for r in results]
@@ -99,8 +110,7 @@ def learner_state_dicts(algo) -> list[dict[str, np.ndarray]]:
 
 @pytest.mark.parametrize("num_learners", [0, 2])
 @pytest.mark.parametrize("algo_name", ["bc", "marwil"])
-def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, algo_name,
-                                          num_learners):
+def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, algo_name, num_learners):
     from offline_graph.rllib.evaluation import greedy_actions, restore_module
 
     algo = make_config(algo_name, num_learners, expert_data).build_algo()
@@ -164,9 +174,7 @@ def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, al
         for restore in (Algorithm.from_checkpoint, rebuilt):
             algo2 = restore(ckpt)
             try:
-                np.testing.assert_array_equal(
-                    greedy_actions(algo2.get_module(), obs, edge_dim), actions
-                )
+                np.testing.assert_array_equal(greedy_actions(algo2.get_module(), obs, edge_dim), actions)
                 assert algo2.iteration == ITERATIONS
             finally:
                 algo2.stop()
@@ -177,18 +185,34 @@ def test_cli_train_then_evaluate(ray_session, expert_data, tmp_path, capsys):
     from offline_graph.cli import train as train_cli
 
     ckpt = tmp_path / "run"
-    rc = train_cli.main([
-        "--algo", "bc", "--data", expert_data, "--iterations", "2", "--num-learners", "0",
-        "--eval-episodes", "3", "--checkpoint", str(ckpt), "--batch-size", str(B),
-        "--updates-per-iteration", "2", "--hidden", "16",
-    ])
+    rc = train_cli.main(
+        [
+            "--algo",
+            "bc",
+            "--data",
+            expert_data,
+            "--iterations",
+            "2",
+            "--num-learners",
+            "0",
+            "--eval-episodes",
+            "3",
+            "--checkpoint",
+            str(ckpt),
+            "--batch-size",
+            str(B),
+            "--updates-per-iteration",
+            "2",
+            "--hidden",
+            "16",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "normalized score" in out
     assert (ckpt / "learning_curve.png").stat().st_size > 1000
     assert (ckpt / "rllib_checkpoint.json").exists()
-    assert (ckpt / "learner_group" / "learner" / "rl_module" / "default_policy"
-            / "module_state.pkl").exists()
+    assert (ckpt / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl").exists()
     summary = json.loads((ckpt / "summary.json").read_text())
     assert summary["data"]["kind"] == "episodes"
     its = summary["iterations"]
@@ -200,15 +224,15 @@ def test_cli_train_then_evaluate(ray_session, expert_data, tmp_path, capsys):
     assert len(ev["module"]["returns"]) == len(ev["expert"]["returns"]) == 3
     assert ev["expert"]["mean_return"] > ev["random"]["mean_return"]
     assert summary["normalized_score"] == pytest.approx(
-        100 * (ev["module"]["mean_return"] - ev["random"]["mean_return"])
+        100
+        * (ev["module"]["mean_return"] - ev["random"]["mean_return"])
         / (ev["expert"]["mean_return"] - ev["random"]["mean_return"])
     )
 
     # evaluate reads the same checkpoint (no Ray needed) and, with the same seed, gets the
     # same module return as train's own evaluation.
     out_json = tmp_path / "eval.json"
-    assert evaluate_cli.main(["--checkpoint", str(ckpt), "--episodes", "3",
-                              "--output", str(out_json)]) == 0
+    assert evaluate_cli.main(["--checkpoint", str(ckpt), "--episodes", "3", "--output", str(out_json)]) == 0
     res = json.loads(out_json.read_text())
     assert res["module"]["returns"] == ev["module"]["returns"]
     assert res["normalized_score"] == pytest.approx(summary["normalized_score"])
@@ -218,8 +242,9 @@ def test_cli_refuses_beta_for_bc(expert_data, tmp_path, capsys):
     from offline_graph.cli import train as train_cli
 
     with pytest.raises(SystemExit) as exc:
-        train_cli.main(["--algo", "bc", "--beta", "1", "--data", expert_data,
-                        "--checkpoint", str(tmp_path / "x")])
+        train_cli.main(
+            ["--algo", "bc", "--beta", "1", "--data", expert_data, "--checkpoint", str(tmp_path / "x")]
+        )
     assert exc.value.code == 2
     assert "--beta must be unset for --algo bc" in capsys.readouterr().err
 
@@ -241,8 +266,9 @@ def test_evaluation_baselines_and_lockstep():
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        summary = record_file(RecordJob("offline_graph/Graph-v0", {}, "random", 0.0, 3, 0, 4,
-                                        os.path.join(d, "r.parquet")))
+        summary = record_file(
+            RecordJob("offline_graph/Graph-v0", {}, "random", 0.0, 3, 0, 4, os.path.join(d, "r.parquet"))
+        )
     assert summary["returns"] == rnd["returns"]
 
     class Oracle:

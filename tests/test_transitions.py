@@ -13,20 +13,23 @@ SPEC = EpisodeSpec(num_features=2, edge_dim=1, num_actions=3)
 
 def graph(n, edges, base):
     ei = np.array(edges, np.int64).reshape(-1, 2).T
-    return {"x": (base + np.arange(n * 2, dtype=np.float32)).reshape(n, 2), "edge_index": ei,
-            "edge_attr": (base + np.arange(ei.shape[1], dtype=np.float32)).reshape(-1, 1)}
+    return {
+        "x": (base + np.arange(n * 2, dtype=np.float32)).reshape(n, 2),
+        "edge_index": ei,
+        "edge_attr": (base + np.arange(ei.shape[1], dtype=np.float32)).reshape(-1, 1),
+    }
 
 
 def episode(eid, sizes, actions, rewards, terminated):
     obs = [graph(n, e, 100.0 * i) for i, (n, e) in enumerate(sizes)]
-    item = encode_episode(obs, actions, rewards, terminated=terminated,
-                          truncated=not terminated, episode_id=eid)
+    item = encode_episode(
+        obs, actions, rewards, terminated=terminated, truncated=not terminated, episode_id=eid
+    )
     return validate_episode(decode_state(item), SPEC), obs
 
 
 def test_transitions_from_two_episodes_exact():
-    ep_a, obs_a = episode("a", [(2, [(0, 1)]), (1, []), (3, [(2, 0), (1, 2)])],
-                          [2, 0], [1.0, 2.0], True)
+    ep_a, obs_a = episode("a", [(2, [(0, 1)]), (1, []), (3, [(2, 0), (1, 2)])], [2, 0], [1.0, 2.0], True)
     ep_b, obs_b = episode("b", [(1, [(0, 0)]), (2, [])], [1], [5.0], False)
     tr = Transitions.from_episodes([ep_a, ep_b], gamma=0.5)
     assert len(tr) == 3  # final observations are not transitions
@@ -58,11 +61,15 @@ def test_arrow_rows_carry_no_padding():
     """Bytes in the Arrow table scale with the real nodes/edges (+ offsets), not a maximum."""
     rng = np.random.default_rng(0)
     sizes = [1, 200, 1, 1]  # long tail: padding 3 steps to 200 nodes would be ~3x the real bytes
-    obs = [{"x": rng.normal(size=(n, 2)).astype(np.float32),
+    obs = [
+        {
+            "x": rng.normal(size=(n, 2)).astype(np.float32),
             "edge_index": np.zeros((2, n), np.int64),
-            "edge_attr": np.zeros((n, 1), np.float32)} for n in sizes]
-    item = encode_episode(obs, [0, 1, 2], [0.0, 0.0, 0.0], terminated=True, truncated=False,
-                          episode_id="p")
+            "edge_attr": np.zeros((n, 1), np.float32),
+        }
+        for n in sizes
+    ]
+    item = encode_episode(obs, [0, 1, 2], [0.0, 0.0, 0.0], terminated=True, truncated=False, episode_id="p")
     tr = Transitions.from_episodes([validate_episode(decode_state(item), SPEC)], 0.9)
     real = tr.obs.nbytes  # x + edge_index + edge_attr of the 3 stored observations
     assert real == (1 + 200 + 1) * (2 * 4 + 2 * 8 + 1 * 4)

@@ -68,8 +68,7 @@ def case_bytes(ctx: BenchContext) -> list[Row]:
     per = ctx.stock_episodes_per_call
     pre = ctx.ours_prelearner(data.episode_dir)
     items = read_items(data.episode_dir, max_rows=8 * per)
-    table = pa.concat_tables([pre(item_batch(items[i:i + per]))
-                              for i in range(0, len(items), per)])
+    table = pa.concat_tables([pre(item_batch(items[i : i + per])) for i in range(0, len(items), per)])
     flight = table.nbytes / table.num_rows
     flight_real = table_payload(table, cfg) / table.num_rows
     lb = learner_batch_breakdown(table)
@@ -92,32 +91,82 @@ def case_bytes(ctx: BenchContext) -> list[Row]:
     # [B, M] log-prob layout (M = most nodes of any graph in that batch), built on the device.
     counts = np.diff(table.column("x").combine_chunks().offsets.to_numpy()).astype(np.int64)
     bsz = max(1, min(ctx.batch_size, len(counts)))
-    groups = [counts[i:i + bsz] for i in range(0, len(counts) - bsz + 1, bsz)]
+    groups = [counts[i : i + bsz] for i in range(0, len(counts) - bsz + 1, bsz)]
     dense = float(np.mean([4 * len(g) * g.max() for g in groups])) / bsz
     flat = 4.0 * float(counts.mean())
     selection = Row(
-        "bytes", "node-action logits on the learner [B, M]", "B/transition", [dense],
-        [4.0 * cfg.n_max], f"logits padded to the space's limit max_nodes={cfg.n_max}", True,
+        "bytes",
+        "node-action logits on the learner [B, M]",
+        "B/transition",
+        [dense],
+        [4.0 * cfg.n_max],
+        f"logits padded to the space's limit max_nodes={cfg.n_max}",
+        True,
         f"[B={bsz}, M=max N in batch] is {dense / flat:.1f}x the flat [sumN] logits "
-        f"({flat:.0f} B/tr); inputs stay unpadded (mask: 1 B/node = {counts.mean():.0f} B/tr)")
+        f"({flat:.0f} B/tr); inputs stay unpadded (mask: 1 B/node = {counts.mean():.0f} B/tr)",
+    )
     return [
-        Row("bytes", "real payload vs padded Box obs (N_max=512)", "B/transition", [real],
-            [padded_obs], "flat Box: N,E + x + edge_index + edge_attr padded", True,
-            f"padded Box {padded_obs / real:.1f}x real"),
-        Row("bytes", "real payload vs Repeated worst case", "B/transition", [real], [rep],
-            "F*MAX f32 + 2*MAX^2 int64 (forum post; edge_attr not counted)", True,
-            f"Repeated {rep / real:.0f}x real"),
-        Row("bytes", "on disk: episode files (zstd)", "B/transition", [disk], [s_disk],
-            "padded episode files", True, x_real(disk, s_disk)),
-        Row("bytes", "on disk: converted rows (zstd)", "B/transition", [rows_disk],
-            [s_rows_disk], "padded rows", True, x_real(rows_disk, s_rows_disk)),
-        Row("bytes", "in flight: prelearner output", "B/transition", [flight], [s_flight],
-            "stock OfflinePreLearner output (obs + new_obs)", True,
-            x_real(flight, s_flight, flight_real)),
-        Row("bytes", "learner batch: tensors", "B/transition",
-            [lb["total"] / table.num_rows], [s_flight], "stock learner batch", True,
+        Row(
+            "bytes",
+            "real payload vs padded Box obs (N_max=512)",
+            "B/transition",
+            [real],
+            [padded_obs],
+            "flat Box: N,E + x + edge_index + edge_attr padded",
+            True,
+            f"padded Box {padded_obs / real:.1f}x real",
+        ),
+        Row(
+            "bytes",
+            "real payload vs Repeated worst case",
+            "B/transition",
+            [real],
+            [rep],
+            "F*MAX f32 + 2*MAX^2 int64 (forum post; edge_attr not counted)",
+            True,
+            f"Repeated {rep / real:.0f}x real",
+        ),
+        Row(
+            "bytes",
+            "on disk: episode files (zstd)",
+            "B/transition",
+            [disk],
+            [s_disk],
+            "padded episode files",
+            True,
+            x_real(disk, s_disk),
+        ),
+        Row(
+            "bytes",
+            "on disk: converted rows (zstd)",
+            "B/transition",
+            [rows_disk],
+            [s_rows_disk],
+            "padded rows",
+            True,
+            x_real(rows_disk, s_rows_disk),
+        ),
+        Row(
+            "bytes",
+            "in flight: prelearner output",
+            "B/transition",
+            [flight],
+            [s_flight],
+            "stock OfflinePreLearner output (obs + new_obs)",
+            True,
+            x_real(flight, s_flight, flight_real),
+        ),
+        Row(
+            "bytes",
+            "learner batch: tensors",
+            "B/transition",
+            [lb["total"] / table.num_rows],
+            [s_flight],
+            "stock learner batch",
+            True,
             x_real(lb["total"] / table.num_rows, s_flight, flight_real)
             + f"; batch+ptr {bp:.0f} B/tr ({bp / flight_real:.3f}x real), "
-            f"x/edge_index/edge_attr {lb['payload'] / table.num_rows / flight_real:.4f}x real"),
+            f"x/edge_index/edge_attr {lb['payload'] / table.num_rows / flight_real:.4f}x real",
+        ),
         selection,
     ]

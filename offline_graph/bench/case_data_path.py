@@ -67,12 +67,27 @@ def case_convert(ctx: BenchContext) -> list[Row]:
         shutil.rmtree(out, ignore_errors=True)
     n = ctx.data.episodes.num_transitions
     return [
-        Row("convert", "convert job, warm Ray session (wall)", TRANSITIONS_S, rates[1:],
-            note=f"{n} transitions, fused read+convert+write tasks"),
-        Row("convert", "convert job, first of the session (wall)", TRANSITIONS_S, rates[:1],
-            note="incl. Ray Data's one-time start (actors, worker imports)"),
-        Row("convert", "convert job input rate (warm)", "MB/s", mbs[1:],
-            note=f"{bytes_in / 1e6:.1f} MB of episode files"),
+        Row(
+            "convert",
+            "convert job, warm Ray session (wall)",
+            TRANSITIONS_S,
+            rates[1:],
+            note=f"{n} transitions, fused read+convert+write tasks",
+        ),
+        Row(
+            "convert",
+            "convert job, first of the session (wall)",
+            TRANSITIONS_S,
+            rates[:1],
+            note="incl. Ray Data's one-time start (actors, worker imports)",
+        ),
+        Row(
+            "convert",
+            "convert job input rate (warm)",
+            "MB/s",
+            mbs[1:],
+            note=f"{bytes_in / 1e6:.1f} MB of episode files",
+        ),
     ]
 
 
@@ -87,21 +102,44 @@ def case_prelearner(ctx: BenchContext) -> list[Row]:
     ours, ours_big, stock, stock_cp = [], [], [], []
     for _ in range(ctx.repeats):
         ours.append(time_prelearner(lambda: ctx.ours_prelearner(data.episode_dir), items, per))
-        ours_big.append(time_prelearner(lambda: ctx.ours_prelearner(data.episode_dir), items,
-                                        ctx.episodes_per_call))
-        stock.append(time_prelearner(
-            lambda: ctx.stock_prelearner(data.padded_dir, padded_spaces(cfg)), padded, per))
-        stock_cp.append(time_prelearner(
-            lambda: ctx.stock_prelearner(data.cartpole_dir, cartpole_spaces()), cart, per))
+        ours_big.append(
+            time_prelearner(lambda: ctx.ours_prelearner(data.episode_dir), items, ctx.episodes_per_call)
+        )
+        stock.append(
+            time_prelearner(lambda: ctx.stock_prelearner(data.padded_dir, padded_spaces(cfg)), padded, per)
+        )
+        stock_cp.append(
+            time_prelearner(lambda: ctx.stock_prelearner(data.cartpole_dir, cartpole_spaces()), cart, per)
+        )
     note = f"{per} episodes (~{per * mean_len:.0f} transitions) per call, B={ctx.batch_size}"
     return [
-        Row("prelearner", "episodes -> learner rows (graphs)", TRANSITIONS_S, ours, stock,
-            f"stock OfflinePreLearner, padded Box({cfg.padded_width})", note=note),
-        Row("prelearner", "episodes -> learner rows vs CartPole", TRANSITIONS_S, ours, stock_cp,
-            "stock OfflinePreLearner, CartPole Box(4)", note=note),
-        Row("prelearner", f"ours, {ctx.episodes_per_call} episodes per call", TRANSITIONS_S,
-            ours_big, stock, f"stock padded at {per} episodes per call",
-            note="bigger calls amortize the per-call overhead"),
+        Row(
+            "prelearner",
+            "episodes -> learner rows (graphs)",
+            TRANSITIONS_S,
+            ours,
+            stock,
+            f"stock OfflinePreLearner, padded Box({cfg.padded_width})",
+            note=note,
+        ),
+        Row(
+            "prelearner",
+            "episodes -> learner rows vs CartPole",
+            TRANSITIONS_S,
+            ours,
+            stock_cp,
+            "stock OfflinePreLearner, CartPole Box(4)",
+            note=note,
+        ),
+        Row(
+            "prelearner",
+            f"ours, {ctx.episodes_per_call} episodes per call",
+            TRANSITIONS_S,
+            ours_big,
+            stock,
+            f"stock padded at {per} episodes per call",
+            note="bigger calls amortize the per-call overhead",
+        ),
     ]
 
 
@@ -124,25 +162,32 @@ def case_pipeline(ctx: BenchContext) -> list[Row]:
     def ours(input_: str, episodes: bool, batch_size: int) -> Callable[[str], Iterable[Any]]:
         def make(marker: str) -> Iterable[Any]:
             ds = ray.data.read_parquet(input_).map_batches(
-                first_call_marked(GraphOfflinePreLearner, marker), batch_size=batch_size,
-                batch_format="pyarrow", fn_constructor_kwargs={
-                    "config": ctx.graph_config(input_, episodes), "spaces": graph_spaces(cfg)},
-                **pool)
-            return ds.iter_torch_batches(batch_size=B, collate_fn=GraphCollateFn(),
-                                         drop_last=True)
+                first_call_marked(GraphOfflinePreLearner, marker),
+                batch_size=batch_size,
+                batch_format="pyarrow",
+                fn_constructor_kwargs={
+                    "config": ctx.graph_config(input_, episodes),
+                    "spaces": graph_spaces(cfg),
+                },
+                **pool,
+            )
+            return ds.iter_torch_batches(batch_size=B, collate_fn=GraphCollateFn(), drop_last=True)
+
         return make
 
     def stock(marker: str) -> Iterable[Any]:
         ds = ray.data.read_parquet(data.padded_dir).map_batches(
-            first_call_marked(OfflinePreLearner, marker), batch_size=ctx.stock_episodes_per_call,
+            first_call_marked(OfflinePreLearner, marker),
+            batch_size=ctx.stock_episodes_per_call,
             zero_copy_batch=True,
-            fn_constructor_kwargs=ctx.stock_kwargs(data.padded_dir, padded_spaces(cfg)), **pool)
+            fn_constructor_kwargs=ctx.stock_kwargs(data.padded_dir, padded_spaces(cfg)),
+            **pool,
+        )
         return ds.iter_batches(batch_size=B)
 
     res: dict[str, list[tuple[float, float]]] = {"ep": [], "rows": [], "stock": []}
     for _ in range(runs):
-        res["ep"].append(pipeline_rate(ours(data.episode_dir, True, ctx.episodes_per_call),
-                                       count, markers))
+        res["ep"].append(pipeline_rate(ours(data.episode_dir, True, ctx.episodes_per_call), count, markers))
         res["rows"].append(pipeline_rate(ours(ctx.converted_dir, False, 8 * B), count, markers))
         res["stock"].append(pipeline_rate(stock, count, markers))
 
@@ -152,15 +197,29 @@ def case_pipeline(ctx: BenchContext) -> list[Row]:
     def startup(key: str) -> str:
         return f"start-up {median(s for _, s in res[key]):.0f} s excluded"
 
-    base = (f"stock OfflinePreLearner -> iter_batches on padded episodes, "
-            f"{ctx.stock_episodes_per_call} episodes per call ({startup('stock')})")
+    base = (
+        f"stock OfflinePreLearner -> iter_batches on padded episodes, "
+        f"{ctx.stock_episodes_per_call} episodes per call ({startup('stock')})"
+    )
     return [
-        Row("pipeline", "episode files -> GraphCollateFn batches", TRANSITIONS_S, rates("ep"),
-            rates("stock"), base,
-            note=f"{ctx.episodes_per_call} episodes per call, {startup('ep')}"),
-        Row("pipeline", "converted rows -> GraphCollateFn batches", TRANSITIONS_S,
-            rates("rows"), rates("stock"), base,
-            note=f"{8 * B} rows per call, {startup('rows')}"),
+        Row(
+            "pipeline",
+            "episode files -> GraphCollateFn batches",
+            TRANSITIONS_S,
+            rates("ep"),
+            rates("stock"),
+            base,
+            note=f"{ctx.episodes_per_call} episodes per call, {startup('ep')}",
+        ),
+        Row(
+            "pipeline",
+            "converted rows -> GraphCollateFn batches",
+            TRANSITIONS_S,
+            rates("rows"),
+            rates("stock"),
+            base,
+            note=f"{8 * B} rows per call, {startup('rows')}",
+        ),
     ]
 
 
@@ -175,14 +234,33 @@ def case_stream(ctx: BenchContext) -> list[Row]:
     B, actions_key = ctx.batch_size, f"{DEFAULT_MODULE_ID}/actions"
     ours, stock = [], []
     for _ in range(1 if ctx.quick else ctx.repeats):
-        ours.append(stream_rate(ray.data.read_parquet(ctx.converted_dir).iter_torch_batches(
-            batch_size=B, collate_fn=GraphCollateFn(), drop_last=True),
-            lambda b: len(b[actions_key]))[0])
-        stock.append(stream_rate(ray.data.read_parquet(ctx.data.padded_rows_dir)
-                                 .iter_torch_batches(batch_size=B, drop_last=True),
-                                 lambda b: len(b["actions"]))[0])
-    return [Row("stream", "converted rows -> learner batches", TRANSITIONS_S, ours, stock,
-                "iter_torch_batches over padded rows (Ray tensor column)", note=f"B={B}")]
+        ours.append(
+            stream_rate(
+                ray.data.read_parquet(ctx.converted_dir).iter_torch_batches(
+                    batch_size=B, collate_fn=GraphCollateFn(), drop_last=True
+                ),
+                lambda b: len(b[actions_key]),
+            )[0]
+        )
+        stock.append(
+            stream_rate(
+                ray.data.read_parquet(ctx.data.padded_rows_dir).iter_torch_batches(
+                    batch_size=B, drop_last=True
+                ),
+                lambda b: len(b["actions"]),
+            )[0]
+        )
+    return [
+        Row(
+            "stream",
+            "converted rows -> learner batches",
+            TRANSITIONS_S,
+            ours,
+            stock,
+            "iter_torch_batches over padded rows (Ray tensor column)",
+            note=f"B={B}",
+        )
+    ]
 
 
 def case_collate(ctx: BenchContext) -> list[Row]:
@@ -202,22 +280,31 @@ def case_collate(ctx: BenchContext) -> list[Row]:
             idx = rng.integers(0, len(graphs), B)
             cols = graphs.take(idx)
             n = len(idx)
-            table = Transitions(cols, np.zeros(n, np.int64), np.zeros(n, np.float32),
-                                np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, np.float32),
-                                np.zeros(n, np.int32), ["e"], np.zeros(n, np.int64)
-                                ).to_arrow(columns=["actions", "x", "edge_index", "edge_attr"])
-            data = [Data(x=torch.from_numpy(g["x"]),
-                         edge_index=torch.from_numpy(np.ascontiguousarray(g["edge_index"])),
-                         edge_attr=torch.from_numpy(g["edge_attr"]))
-                    for g in (cols.graph(i) for i in range(n))]
+            table = Transitions(
+                cols,
+                np.zeros(n, np.int64),
+                np.zeros(n, np.float32),
+                np.zeros(n, bool),
+                np.zeros(n, bool),
+                np.zeros(n, np.float32),
+                np.zeros(n, np.int32),
+                ["e"],
+                np.zeros(n, np.int64),
+            ).to_arrow(columns=["actions", "x", "edge_index", "edge_attr"])
+            data = [
+                Data(
+                    x=torch.from_numpy(g["x"]),
+                    edge_index=torch.from_numpy(np.ascontiguousarray(g["edge_index"])),
+                    edge_attr=torch.from_numpy(g["edge_attr"]),
+                )
+                for g in (cols.graph(i) for i in range(n))
+            ]
             reps["cols"].append(B / seconds_per_call(partial(collate, cols)))
             reps["table"].append(B / seconds_per_call(partial(table_to_batch, table)))
             reps["pyg"].append(B / seconds_per_call(partial(Batch.from_data_list, data)))
         base = "torch_geometric Batch.from_data_list (Data objects prebuilt)"
         rows += [
-            Row("collate", f"collate(GraphColumns) B={B}", "graphs/s", reps["cols"], reps["pyg"],
-                base),
-            Row("collate", f"table_to_batch(Arrow) B={B}", "graphs/s", reps["table"],
-                reps["pyg"], base),
+            Row("collate", f"collate(GraphColumns) B={B}", "graphs/s", reps["cols"], reps["pyg"], base),
+            Row("collate", f"table_to_batch(Arrow) B={B}", "graphs/s", reps["table"], reps["pyg"], base),
         ]
     return rows

@@ -12,8 +12,9 @@ from offline_graph.bench.harness import BenchContext, Row
 from offline_graph.bench.synthetic import graph_spaces
 
 
-def learner_steps(ctx: BenchContext, device: str, batch_size: int = 4096, steps: int = 20
-                  ) -> tuple[list[float], list[float]]:
+def learner_steps(
+    ctx: BenchContext, device: str, batch_size: int = 4096, steps: int = 20
+) -> tuple[list[float], list[float]]:
     """GNNModule forward+backward (BC loss) on ``device`` fed by the converted-rows stream:
     (seconds per step, fraction of each step spent waiting for the batch iterator)."""
     import torch
@@ -26,12 +27,16 @@ def learner_steps(ctx: BenchContext, device: str, batch_size: int = 4096, steps:
 
     ray = ctx.ray()
     obs_space, act_space = graph_spaces(ctx.cfg)
-    module: Any = RLModuleSpec(module_class=GNNModule, observation_space=obs_space,
-                               action_space=act_space, model_config={}).build()
+    module: Any = RLModuleSpec(
+        module_class=GNNModule, observation_space=obs_space, action_space=act_space, model_config={}
+    ).build()
     module.to(device)
     opt = torch.optim.Adam(module.parameters(), lr=1e-3)
-    it = iter(ray.data.read_parquet(ctx.converted_dir).iter_torch_batches(
-        batch_size=batch_size, collate_fn=GraphCollateFn(), drop_last=True))
+    it = iter(
+        ray.data.read_parquet(ctx.converted_dir).iter_torch_batches(
+            batch_size=batch_size, collate_fn=GraphCollateFn(), drop_last=True
+        )
+    )
     step_s, wait = [], []
     prefix = f"{DEFAULT_MODULE_ID}/obs/"
     for i in range(steps + 1):
@@ -41,8 +46,9 @@ def learner_steps(ctx: BenchContext, device: str, batch_size: int = 4096, steps:
         except StopIteration:
             break
         t1 = time.perf_counter()
-        obs = {k[len(prefix):]: v.to(device, non_blocking=True) for k, v in b.items()
-               if k.startswith(prefix)}
+        obs = {
+            k[len(prefix) :]: v.to(device, non_blocking=True) for k, v in b.items() if k.startswith(prefix)
+        }
         actions = b[f"{DEFAULT_MODULE_ID}/actions"].to(device)
         logits = module.forward_train({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
         loss = torch.nn.functional.cross_entropy(logits, actions)
@@ -67,8 +73,20 @@ def case_gpu(ctx: BenchContext) -> list[Row]:
     steps, wait = learner_steps(ctx, "cuda", 4096, 10 if ctx.quick else 20)
     name = torch.cuda.get_device_name(0)
     return [
-        Row("gpu", "learner step B=4096 (fwd+bwd+Adam)", "ms", [s * 1e3 for s in steps],
-            lower_is_better=True, note=f"{name}, GNNModule defaults"),
-        Row("gpu", "time waiting for data", "fraction", wait, lower_is_better=True,
-            note="next(iter_torch_batches) / step"),
+        Row(
+            "gpu",
+            "learner step B=4096 (fwd+bwd+Adam)",
+            "ms",
+            [s * 1e3 for s in steps],
+            lower_is_better=True,
+            note=f"{name}, GNNModule defaults",
+        ),
+        Row(
+            "gpu",
+            "time waiting for data",
+            "fraction",
+            wait,
+            lower_is_better=True,
+            note="next(iter_torch_batches) / step",
+        ),
     ]

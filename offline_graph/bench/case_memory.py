@@ -30,19 +30,33 @@ def case_memory(ctx: BenchContext) -> list[Row]:
     """
     procs: dict[tuple[str, int], subprocess.Popen] = {}
     for n_max in (128, 512):
-        cfg = DataConfig(transitions=ctx.memory_transitions, n_max=n_max, seed=1,
-                         episodes_per_file=64)
-        bd = BenchData(os.path.join(ctx.data.root, f"memory-{n_max}"), cfg,
-                       ctx.memory_transitions)
-        for who, path in (("ours", bd.episode_dir), ("stock", bd.padded_dir),
-                          ("ours-traced", bd.episode_dir)):
-            args = {"who": who, "path": path, "cfg": asdict(cfg), "batch_size": ctx.batch_size,
-                    "per_call": ctx.stock_episodes_per_call}
+        cfg = DataConfig(transitions=ctx.memory_transitions, n_max=n_max, seed=1, episodes_per_file=64)
+        bd = BenchData(os.path.join(ctx.data.root, f"memory-{n_max}"), cfg, ctx.memory_transitions)
+        for who, path in (
+            ("ours", bd.episode_dir),
+            ("stock", bd.padded_dir),
+            ("ours-traced", bd.episode_dir),
+        ):
+            args = {
+                "who": who,
+                "path": path,
+                "cfg": asdict(cfg),
+                "batch_size": ctx.batch_size,
+                "per_call": ctx.stock_episodes_per_call,
+            }
             # One process per measurement, all at once: each process's own peak is measured.
             procs[(who, n_max)] = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from offline_graph.bench.case_memory import "
-                 "memory_worker; memory_worker(sys.argv[1])", json.dumps(args)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from offline_graph.bench.case_memory import "
+                    "memory_worker; memory_worker(sys.argv[1])",
+                    json.dumps(args),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
     res: dict[tuple[str, int], dict[str, float]] = {}
     for key, proc in procs.items():
         out, err = proc.communicate()
@@ -52,19 +66,45 @@ def case_memory(ctx: BenchContext) -> list[Row]:
     rows = []
     for n_max in (128, 512):
         o, s = res[("ours", n_max)], res[("stock", n_max)]
-        rows.append(Row("memory", f"peak RSS growth, N_max={n_max}", "MB", [o["delta_mb"]],
-                        [s["delta_mb"]], f"stock OfflinePreLearner, padded Box(N_max={n_max})",
-                        True, f"peak RSS ours {o['peak_mb']:.0f} MB, stock {s['peak_mb']:.0f} MB; "
-                        f"{int(o['transitions'])} / {int(s['transitions'])} rows out"))
+        rows.append(
+            Row(
+                "memory",
+                f"peak RSS growth, N_max={n_max}",
+                "MB",
+                [o["delta_mb"]],
+                [s["delta_mb"]],
+                f"stock OfflinePreLearner, padded Box(N_max={n_max})",
+                True,
+                f"peak RSS ours {o['peak_mb']:.0f} MB, stock {s['peak_mb']:.0f} MB; "
+                f"{int(o['transitions'])} / {int(s['transitions'])} rows out",
+            )
+        )
     growth_o = res[("ours", 512)]["delta_mb"] / max(res[("ours", 128)]["delta_mb"], 1.0)
     growth_s = res[("stock", 512)]["delta_mb"] / max(res[("stock", 128)]["delta_mb"], 1.0)
-    rows.append(Row("memory", "growth N_max 128 -> 512 (peak RSS)", "x", [growth_o], [growth_s],
-                    "stock", True, "1.0 = flat in N_max"))
+    rows.append(
+        Row(
+            "memory",
+            "growth N_max 128 -> 512 (peak RSS)",
+            "x",
+            [growth_o],
+            [growth_s],
+            "stock",
+            True,
+            "1.0 = flat in N_max",
+        )
+    )
     live = {n: res[("ours-traced", n)]["live_peak_mb"] for n in (128, 512)}
-    rows.append(Row("memory", "ours live-data peak, N_max=512", "MB", [live[512]],
-                    lower_is_better=True,
-                    note=f"N_max=128: {live[128]:.1f} MB ({live[512] / live[128]:.3f}x); "
-                    "tracemalloc (numpy, Python) + Arrow pool"))
+    rows.append(
+        Row(
+            "memory",
+            "ours live-data peak, N_max=512",
+            "MB",
+            [live[512]],
+            lower_is_better=True,
+            note=f"N_max=128: {live[128]:.1f} MB ({live[512] / live[128]:.3f}x); "
+            "tracemalloc (numpy, Python) + Arrow pool",
+        )
+    )
     return rows
 
 
@@ -103,9 +143,9 @@ def memory_worker(args_json: str) -> None:
         for rb in pf.iter_batches(batch_size=args["per_call"], columns=["item"]):
             n += learner_rows(pre(item_batch(rb.column(0).to_pylist())))
     peak = _proc_status_mb("VmHWM")
-    out = {"baseline_mb": baseline, "peak_mb": peak, "delta_mb": max(peak - baseline, 0.0),
-           "transitions": n}
+    out = {"baseline_mb": baseline, "peak_mb": peak, "delta_mb": max(peak - baseline, 0.0), "transitions": n}
     if traced:
-        out["live_peak_mb"] = (tracemalloc.get_traced_memory()[1]
-                               + pa.default_memory_pool().max_memory()) / 2**20
+        out["live_peak_mb"] = (
+            tracemalloc.get_traced_memory()[1] + pa.default_memory_pool().max_memory()
+        ) / 2**20
     print(json.dumps(out))

@@ -32,9 +32,14 @@ from offline_graph.bench.harness import BenchContext, Row
 CaseFunction = Callable[[BenchContext], list[Row]]
 
 CASE_FUNCTIONS: dict[str, CaseFunction] = {
-    "convert": case_convert, "bytes": case_bytes, "prelearner": case_prelearner,
-    "pipeline": case_pipeline, "stream": case_stream, "collate": case_collate,
-    "memory": case_memory, "gpu": case_gpu,
+    "convert": case_convert,
+    "bytes": case_bytes,
+    "prelearner": case_prelearner,
+    "pipeline": case_pipeline,
+    "stream": case_stream,
+    "collate": case_collate,
+    "memory": case_memory,
+    "gpu": case_gpu,
 }
 """Case name -> case function, in the order ``offline-graph bench`` runs them."""
 

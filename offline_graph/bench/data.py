@@ -39,15 +39,18 @@ from offline_graph.data.format import make_metadata
 def write_items(items: Sequence[bytes], path: str, stem: str = "episodes") -> str:
     """One episode Parquet file (column ``item``, our ``episodes`` metadata, zstd)."""
     table = pa.table({"item": pa.array(list(items), pa.binary())})
-    pq.write_table(table.replace_schema_metadata(make_metadata("episodes")), path,
-                   compression="zstd")
+    pq.write_table(table.replace_schema_metadata(make_metadata("episodes")), path, compression="zstd")
     return path
 
 
 def dir_bytes(path: str) -> int:
     """Bytes of the Parquet files under ``path``."""
-    return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path)
-               for f in fs if f.endswith(".parquet"))
+    return sum(
+        os.path.getsize(os.path.join(r, f))
+        for r, _, fs in os.walk(path)
+        for f in fs
+        if f.endswith(".parquet")
+    )
 
 
 def read_items(path: str, max_rows: int | None = None) -> list[bytes]:
@@ -79,7 +82,8 @@ class BenchData:
                 changed = sorted(k for k in want if found.get(k) != want[k])
                 raise ValueError(
                     f"bench data in {root}: settings must match the data already there (found "
-                    f"different {', '.join(changed)}). Use another --workdir or delete it.")
+                    f"different {', '.join(changed)}). Use another --workdir or delete it."
+                )
         else:
             with open(stamp, "w") as fh:
                 json.dump(want, fh, indent=2, sort_keys=True)
@@ -95,8 +99,9 @@ class BenchData:
     def stock_episodes(self) -> SyntheticEpisodes:
         return self.episodes.head(self.stock_transitions)
 
-    def _write_chunks(self, name: str, eps: SyntheticEpisodes,
-                      encode: Callable[[SyntheticEpisodes], list[bytes]]) -> str:
+    def _write_chunks(
+        self, name: str, eps: SyntheticEpisodes, encode: Callable[[SyntheticEpisodes], list[bytes]]
+    ) -> str:
         out = os.path.join(self.root, name)
         if os.path.isdir(out) and os.listdir(out):
             return out
@@ -113,8 +118,9 @@ class BenchData:
 
     @cached_property
     def padded_dir(self) -> str:
-        return self._write_chunks("padded_episodes", self.stock_episodes,
-                                  lambda p: padded_episode_items(p, self.cfg))
+        return self._write_chunks(
+            "padded_episodes", self.stock_episodes, lambda p: padded_episode_items(p, self.cfg)
+        )
 
     @cached_property
     def cartpole_dir(self) -> str:
@@ -129,8 +135,11 @@ class BenchData:
         eps, per = self.stock_episodes, self.cfg.episodes_per_file
         for i, start in enumerate(range(0, len(eps.ids), per)):
             part = episode_range(eps, start, min(start + per, len(eps.ids)))
-            pq.write_table(padded_rows_table(part, self.cfg),
-                           os.path.join(out, f"rows-{i:05d}.parquet"), compression="zstd")
+            pq.write_table(
+                padded_rows_table(part, self.cfg),
+                os.path.join(out, f"rows-{i:05d}.parquet"),
+                compression="zstd",
+            )
         return out
 
     @property

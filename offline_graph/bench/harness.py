@@ -123,8 +123,7 @@ class BenchContext:
         dctx = ray.data.DataContext.get_current()
         order = dctx.execution_options.preserve_order
         try:
-            return convert(ConvertConfig(input=self.data.episode_dir, output=output,
-                                         spec=self.cfg.spec))
+            return convert(ConvertConfig(input=self.data.episode_dir, output=output, spec=self.cfg.spec))
         finally:
             dctx.execution_options.preserve_order = order
 
@@ -150,32 +149,40 @@ class BenchContext:
         from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 
         obs, act = graph_spaces(self.cfg)
-        config = (BCConfig()
-                  .environment(observation_space=obs, action_space=act)
-                  .offline_data(input_=[input_], input_read_episodes=episodes,
-                                prelearner_class=GraphOfflinePreLearner)
-                  .training(train_batch_size_per_learner=self.batch_size)
-                  .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule)))
+        config = (
+            BCConfig()
+            .environment(observation_space=obs, action_space=act)
+            .offline_data(
+                input_=[input_], input_read_episodes=episodes, prelearner_class=GraphOfflinePreLearner
+            )
+            .training(train_batch_size_per_learner=self.batch_size)
+            .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule))
+        )
         return offline_graph.configure(config)
 
     def ours_prelearner(self, input_: str, episodes: bool = True) -> Any:
         from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 
-        return GraphOfflinePreLearner(config=self.graph_config(input_, episodes),
-                                      spaces=graph_spaces(self.cfg))
+        return GraphOfflinePreLearner(
+            config=self.graph_config(input_, episodes), spaces=graph_spaces(self.cfg)
+        )
 
     def stock_kwargs(self, input_: str, spaces: tuple) -> dict[str, Any]:
         """Constructor kwargs of the stock ``OfflinePreLearner``, as ``OfflineData`` passes them."""
         from ray.rllib.algorithms.bc import BCConfig
         from ray.rllib.core import DEFAULT_MODULE_ID
 
-        config = (BCConfig()
-                  .environment(observation_space=spaces[0], action_space=spaces[1])
-                  .offline_data(input_=[input_], input_read_episodes=True)
-                  .training(train_batch_size_per_learner=self.batch_size))
-        return {"config": config, "spaces": spaces,
-                "module_spec": config.get_multi_rl_module_spec(
-                    spaces={DEFAULT_MODULE_ID: spaces})}
+        config = (
+            BCConfig()
+            .environment(observation_space=spaces[0], action_space=spaces[1])
+            .offline_data(input_=[input_], input_read_episodes=True)
+            .training(train_batch_size_per_learner=self.batch_size)
+        )
+        return {
+            "config": config,
+            "spaces": spaces,
+            "module_spec": config.get_multi_rl_module_spec(spaces={DEFAULT_MODULE_ID: spaces}),
+        }
 
     def stock_prelearner(self, input_: str, spaces: tuple) -> Any:
         from ray.rllib.offline.offline_prelearner import OfflinePreLearner
@@ -205,7 +212,7 @@ def time_prelearner(make: Callable[[], Any], items: Sequence[bytes], per_call: i
     (the first call warms up and is not timed; the constructor is not timed)."""
     pre = make()
     pre(item_batch(items[:per_call]))
-    chunks = [item_batch(items[i:i + per_call]) for i in range(per_call, len(items), per_call)]
+    chunks = [item_batch(items[i : i + per_call]) for i in range(per_call, len(items), per_call)]
     n, start = 0, time.perf_counter()
     for chunk in chunks:
         n += learner_rows(pre(chunk))
@@ -240,8 +247,9 @@ def first_call_marked(cls: type, marker: str) -> type:
     return FirstCallMarked
 
 
-def pipeline_rate(make_batches: Callable[[str], Iterable[Any]], count: Callable[[Any], int],
-                  marker_dir: str) -> tuple[float, float]:
+def pipeline_rate(
+    make_batches: Callable[[str], Iterable[Any]], count: Callable[[Any], int], marker_dir: str
+) -> tuple[float, float]:
     """(transitions/s, seconds of start-up) of one Ray Data run.
 
     ``make_batches(marker)`` builds the stream with its map class wrapped by

@@ -45,7 +45,8 @@ def pad_graphs(graphs: GraphColumns, cfg: DataConfig) -> np.ndarray:
     if num_g and (n.max() > cfg.n_max or e.max() > cfg.e_max):
         raise ValueError(
             f"pad_graphs: graphs must have at most n_max={cfg.n_max} nodes and e_max={cfg.e_max} "
-            f"edges (found {int(n.max())} nodes, {int(e.max())} edges). Raise n_max.")
+            f"edges (found {int(n.max())} nodes, {int(e.max())} edges). Raise n_max."
+        )
     out = np.zeros((num_g, cfg.padded_width), np.float32)
     out[:, 0], out[:, 1] = n, e
     g_of_node = np.repeat(np.arange(num_g), n)
@@ -53,14 +54,12 @@ def pad_graphs(graphs: GraphColumns, cfg: DataConfig) -> np.ndarray:
     local_node = np.arange(len(g_of_node)) - graphs.node_ptr[g_of_node]
     local_edge = np.arange(len(g_of_edge)) - graphs.edge_ptr[g_of_edge]
     o = 2
-    out[:, o:o + cfg.n_max * f].reshape(num_g, cfg.n_max, f)[g_of_node, local_node] = graphs.x
+    out[:, o : o + cfg.n_max * f].reshape(num_g, cfg.n_max, f)[g_of_node, local_node] = graphs.x
     o += cfg.n_max * f
-    out[:, o:o + cfg.e_max * 2].reshape(num_g, cfg.e_max, 2)[g_of_edge, local_edge] = (
-        graphs.edge_index.T)
+    out[:, o : o + cfg.e_max * 2].reshape(num_g, cfg.e_max, 2)[g_of_edge, local_edge] = graphs.edge_index.T
     o += cfg.e_max * 2
     if graphs.edge_attr is not None:
-        out[:, o:o + cfg.e_max * d].reshape(num_g, cfg.e_max, d)[g_of_edge, local_edge] = (
-            graphs.edge_attr)
+        out[:, o : o + cfg.e_max * d].reshape(num_g, cfg.e_max, d)[g_of_edge, local_edge] = graphs.edge_attr
     return out
 
 
@@ -83,5 +82,4 @@ def padded_rows_table(eps: SyntheticEpisodes, cfg: DataConfig) -> pa.Table:
     from ray.data.extensions import ArrowTensorArray
 
     padded = pad_graphs(eps.transition_graphs(), cfg)
-    return pa.table({"actions": pa.array(eps.actions),
-                     "obs": ArrowTensorArray.from_numpy(padded)})
+    return pa.table({"actions": pa.array(eps.actions), "obs": ArrowTensorArray.from_numpy(padded)})

@@ -77,8 +77,9 @@ class DataConfig:
 def payload_bytes(num_nodes: np.ndarray, num_edges: np.ndarray, cfg: DataConfig) -> np.ndarray:
     """Real payload per graph: ``N*F*4 + E*2*8 + E*D*4`` (float32 x, int64 edge_index, float32
     edge_attr)."""
-    return (num_nodes * cfg.num_features * 4 + num_edges * 2 * 8
-            + num_edges * cfg.edge_dim * 4).astype(np.int64)
+    return (num_nodes * cfg.num_features * 4 + num_edges * 2 * 8 + num_edges * cfg.edge_dim * 4).astype(
+        np.int64
+    )
 
 
 def graph_spaces(cfg: DataConfig) -> tuple[gym.spaces.Graph, gym.spaces.Discrete]:
@@ -121,8 +122,10 @@ class SyntheticEpisodes:
     terminated: np.ndarray
 
     def __repr__(self) -> str:
-        return (f"SyntheticEpisodes(episodes={len(self.ids)}, transitions={self.num_transitions}, "
-                f"obs={self.obs!r})")
+        return (
+            f"SyntheticEpisodes(episodes={len(self.ids)}, transitions={self.num_transitions}, "
+            f"obs={self.obs!r})"
+        )
 
     @property
     def num_transitions(self) -> int:
@@ -178,8 +181,7 @@ def generate(cfg: DataConfig) -> SyntheticEpisodes:
     edge_index = (rng.random((2, int(edge_ptr[-1]))) * limit).astype(np.int64)
     edge_attr = None
     if cfg.edge_dim:
-        edge_attr = _quantize(rng.standard_normal((int(edge_ptr[-1]), cfg.edge_dim),
-                                                  dtype=np.float32))
+        edge_attr = _quantize(rng.standard_normal((int(edge_ptr[-1]), cfg.edge_dim), dtype=np.float32))
     steps = int(lengths.sum())
     return SyntheticEpisodes(
         ids=[f"bench-{cfg.seed}-{i}" for i in range(len(lengths))],
@@ -195,9 +197,11 @@ def episode_range(eps: SyntheticEpisodes, start: int, stop: int) -> SyntheticEpi
     """Episodes ``start`` to ``stop - 1`` of ``eps``."""
     op, ap = eps.obs_ptr, eps.act_ptr
     return SyntheticEpisodes(
-        ids=eps.ids[start:stop], lengths=eps.lengths[start:stop],
+        ids=eps.ids[start:stop],
+        lengths=eps.lengths[start:stop],
         obs=eps.obs.slice(int(op[start]), int(op[stop])),
-        actions=eps.actions[ap[start]:ap[stop]], rewards=eps.rewards[ap[start]:ap[stop]],
+        actions=eps.actions[ap[start] : ap[stop]],
+        rewards=eps.rewards[ap[start] : ap[stop]],
         terminated=eps.terminated[start:stop],
     )
 
@@ -205,9 +209,13 @@ def episode_range(eps: SyntheticEpisodes, start: int, stop: int) -> SyntheticEpi
 def size_summary(eps: SyntheticEpisodes) -> dict[str, float]:
     """Node-count statistics of the transitions' graphs."""
     n = eps.obs.num_nodes[eps.transition_index()]
-    return {"mean": float(n.mean()), "p50": float(np.percentile(n, 50)),
-            "p99": float(np.percentile(n, 99)), "max": int(np.max(n)) if n.size else 0,
-            "edges_per_node": float(eps.obs.num_edges.sum() / max(eps.obs.num_nodes.sum(), 1))}
+    return {
+        "mean": float(n.mean()),
+        "p50": float(np.percentile(n, 50)),
+        "p99": float(np.percentile(n, 99)),
+        "max": int(np.max(n)) if n.size else 0,
+        "edges_per_node": float(eps.obs.num_edges.sum() / max(eps.obs.num_nodes.sum(), 1)),
+    }
 
 
 def episode_row(obs: Sequence, eps: SyntheticEpisodes, e: int, steps: slice) -> bytes:
@@ -216,12 +224,19 @@ def episode_row(obs: Sequence, eps: SyntheticEpisodes, e: int, steps: slice) -> 
     from offline_graph.rllib.episodes import encode_episode
 
     term = bool(eps.terminated[e])
-    return encode_episode(obs, eps.actions[steps].tolist(), eps.rewards[steps].tolist(),
-                          terminated=term,
-                          truncated=not term, episode_id=eps.ids[e])
+    return encode_episode(
+        obs,
+        eps.actions[steps].tolist(),
+        eps.rewards[steps].tolist(),
+        terminated=term,
+        truncated=not term,
+        episode_id=eps.ids[e],
+    )
 
 
 def episode_items(eps: SyntheticEpisodes) -> list[bytes]:
     """Our episode rows (observation dicts)."""
-    return [episode_row([eps.obs.graph(g) for g in range(gs.start, gs.stop)], eps, e, steps)
-            for e, gs, steps in eps.episode_slices()]
+    return [
+        episode_row([eps.obs.graph(g) for g in range(gs.start, gs.stop)], eps, e, steps)
+        for e, gs, steps in eps.episode_slices()
+    ]

@@ -71,8 +71,7 @@ def bad_value(prog: str, cfg: object, name: str, expected: str, hint: str) -> Co
     from offline_graph.data.errors import ConfigError
 
     return ConfigError(
-        f"{prog}: --{name.replace('_', '-')} must be {expected} "
-        f"(found {getattr(cfg, name)!r}). {hint}"
+        f"{prog}: --{name.replace('_', '-')} must be {expected} (found {getattr(cfg, name)!r}). {hint}"
     )
 
 
@@ -153,8 +152,7 @@ def parser_for(
 ) -> argparse.ArgumentParser:
     """The ``argparse`` parser of dataclass ``cls``: ``--field-name`` per field, required when
     the field has no default, help from the field's docstring (:func:`field_docs`)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     formatter_class=formatter_class)
+    parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=formatter_class)
     add_fields(parser, cls)
     return parser
 

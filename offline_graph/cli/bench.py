@@ -76,8 +76,17 @@ def _fmt(v: float | None) -> str:
     return f"{v:.3g}"
 
 
-COLUMNS = ("case", "metric", "ours min", "ours med", "base min", "base med", "ratio", "unit",
-           "baseline; notes")
+COLUMNS = (
+    "case",
+    "metric",
+    "ours min",
+    "ours med",
+    "base min",
+    "base med",
+    "ratio",
+    "unit",
+    "baseline; notes",
+)
 
 
 def format_table(rows: Sequence[Any]) -> str:
@@ -89,17 +98,27 @@ def format_table(rows: Sequence[Any]) -> str:
             continue
         base = r.base or []
         ratio = r.ratio
-        lines.append((r.case, r.metric, _fmt(min(r.ours)), _fmt(median(r.ours)),
-                      _fmt(min(base)) if base else "-", _fmt(median(base)) if base else "-",
-                      f"{ratio:.2f}x" if ratio is not None else "-", r.unit,
-                      "; ".join(x for x in (r.baseline, r.note) if x)))
-    widths = [max(len(c), *(len(ln[i]) for ln in lines)) if lines else len(c)
-              for i, c in enumerate(COLUMNS)]
+        lines.append(
+            (
+                r.case,
+                r.metric,
+                _fmt(min(r.ours)),
+                _fmt(median(r.ours)),
+                _fmt(min(base)) if base else "-",
+                _fmt(median(base)) if base else "-",
+                f"{ratio:.2f}x" if ratio is not None else "-",
+                r.unit,
+                "; ".join(x for x in (r.baseline, r.note) if x),
+            )
+        )
+    widths = [max(len(c), *(len(ln[i]) for ln in lines)) if lines else len(c) for i, c in enumerate(COLUMNS)]
     widths[-1] = len(COLUMNS[-1])
 
     def join(cells: Sequence[str]) -> str:
-        return " | ".join(c.ljust(w) if i < 2 or i == 7 else c.rjust(w)
-                          for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+        return " | ".join(
+            c.ljust(w) if i < 2 or i == 7 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
 
     out = [join(COLUMNS), "-+-".join("-" * w for w in widths)]
     out += [join(ln) for ln in lines]
@@ -121,8 +140,9 @@ def plot_rows(rows: Sequence[Any], path: str) -> None:
     for x, r in zip(xs, sel, strict=True):
         ax.annotate(f"{r.ratio:.1f}x", (x, median(r.ours)), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([f"{r.case}\n{r.metric}\n[{r.unit}]" for r in sel], fontsize=7,
-                       rotation=30, ha="right")
+    ax.set_xticklabels(
+        [f"{r.case}\n{r.metric}\n[{r.unit}]" for r in sel], fontsize=7, rotation=30, ha="right"
+    )
     ax.set_yscale("log")
     ax.set_ylabel("throughput (median of repeats, log)")
     ax.set_title("offline_graph vs stock RLlib (2 CPUs)")
@@ -145,7 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = args.workdir or tempfile.mkdtemp(prefix="offline_graph_bench_")
     data = BenchData(root, cfg, stock_n)
     ctx = BenchContext(
-        data=data, repeats=args.repeats or (2 if quick else 3), quick=quick,
+        data=data,
+        repeats=args.repeats or (2 if quick else 3),
+        quick=quick,
         batch_size=args.batch_size,
         prelearner_transitions=min(cfg.transitions, 10_000 if quick else 50_000),
         memory_transitions=3_072 if quick else 8_192,
@@ -154,13 +176,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         t = time.perf_counter()
         sizes = size_summary(data.episodes)
-        print(f"data: {data.episodes.num_transitions} transitions in {len(data.episodes.ids)} "
-              f"episodes; nodes mean {sizes['mean']:.1f} p50 {sizes['p50']:.0f} p99 "
-              f"{sizes['p99']:.0f} max {sizes['max']}; {sizes['edges_per_node']:.1f} edges/node; "
-              f"F={cfg.num_features} D={cfg.edge_dim} k={cfg.num_actions}; real payload "
-              f"{data.mean_payload:.0f} B/transition; stock copies "
-              f"{data.stock_episodes.num_transitions} transitions; B={ctx.batch_size}; "
-              f"repeats {ctx.repeats}  ({time.perf_counter() - t:.1f} s)", flush=True)
+        print(
+            f"data: {data.episodes.num_transitions} transitions in {len(data.episodes.ids)} "
+            f"episodes; nodes mean {sizes['mean']:.1f} p50 {sizes['p50']:.0f} p99 "
+            f"{sizes['p99']:.0f} max {sizes['max']}; {sizes['edges_per_node']:.1f} edges/node; "
+            f"F={cfg.num_features} D={cfg.edge_dim} k={cfg.num_actions}; real payload "
+            f"{data.mean_payload:.0f} B/transition; stock copies "
+            f"{data.stock_episodes.num_transitions} transitions; B={ctx.batch_size}; "
+            f"repeats {ctx.repeats}  ({time.perf_counter() - t:.1f} s)",
+            flush=True,
+        )
         rows = []
         timings: dict[str, float] = {}
         for name in args.cases:
@@ -172,17 +197,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(format_table(rows))
         total = time.perf_counter() - start
-        print(f"\ntotal {total:.0f} s; ratio = times better than stock (median vs median); "
-              f"{os.cpu_count()} CPUs, {platform.platform()}")
+        print(
+            f"\ntotal {total:.0f} s; ratio = times better than stock (median vs median); "
+            f"{os.cpu_count()} CPUs, {platform.platform()}"
+        )
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({"args": asdict(args), "data": {**asdict(cfg), **sizes,
-                           "payload_bytes": data.mean_payload,
-                           "transitions_actual": data.episodes.num_transitions,
-                           "stock_transitions_actual": data.stock_episodes.num_transitions},
-                           "case_seconds": timings, "total_seconds": total,
-                           "python": sys.version, "rows": [r.as_dict() for r in rows]},
-                          fh, indent=2, default=_json_default)
+                json.dump(
+                    {
+                        "args": asdict(args),
+                        "data": {
+                            **asdict(cfg),
+                            **sizes,
+                            "payload_bytes": data.mean_payload,
+                            "transitions_actual": data.episodes.num_transitions,
+                            "stock_transitions_actual": data.stock_episodes.num_transitions,
+                        },
+                        "case_seconds": timings,
+                        "total_seconds": total,
+                        "python": sys.version,
+                        "rows": [r.as_dict() for r in rows],
+                    },
+                    fh,
+                    indent=2,
+                    default=_json_default,
+                )
             print(f"json: {args.json}")
         if args.plot:
             plot_rows(rows, args.plot)

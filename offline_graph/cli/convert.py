@@ -73,16 +73,28 @@ def main(argv: list[str] | None = None) -> int:
     source.update(env=env_name, **({"env_config": env_config} if env_config else {}))
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
-    report = convert(ConvertConfig(
-        input=args.input, output=args.output, spec=spec, gamma=args.gamma,
-        on_error=args.on_error, num_workers=args.workers,
-        episodes_per_batch=args.episodes_per_batch, episodes_per_task=args.episodes_per_task,
-        source=source))
-    print(f"episodes in: {report['episodes_in']}  used: {report['episodes_used']}  "
-          f"rejected: {report['episodes_rejected']} {report['rejected_by_reason']}")
-    print(f"transitions out: {report['transitions_out']}  in {report['seconds']:.1f} s "
-          f"({report['transitions_per_s']:.0f}/s)  bytes in/out: "
-          f"{report['bytes_in']}/{report['bytes_out']}")
+    report = convert(
+        ConvertConfig(
+            input=args.input,
+            output=args.output,
+            spec=spec,
+            gamma=args.gamma,
+            on_error=args.on_error,
+            num_workers=args.workers,
+            episodes_per_batch=args.episodes_per_batch,
+            episodes_per_task=args.episodes_per_task,
+            source=source,
+        )
+    )
+    print(
+        f"episodes in: {report['episodes_in']}  used: {report['episodes_used']}  "
+        f"rejected: {report['episodes_rejected']} {report['rejected_by_reason']}"
+    )
+    print(
+        f"transitions out: {report['transitions_out']}  in {report['seconds']:.1f} s "
+        f"({report['transitions_per_s']:.0f}/s)  bytes in/out: "
+        f"{report['bytes_in']}/{report['bytes_out']}"
+    )
     print(f"report: {args.output}/conversion_report.json")
     return 0
 

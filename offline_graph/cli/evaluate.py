@@ -62,8 +62,9 @@ class Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return parser_for(Config, "offline-graph evaluate",
-                      "Evaluate a trained checkpoint greedily in the env, with baselines.")
+    return parser_for(
+        Config, "offline-graph evaluate", "Evaluate a trained checkpoint greedily in the env, with baselines."
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -105,8 +106,7 @@ def _summary(checkpoint: str | None) -> dict[str, Any]:
 
 def format_legality(ev: dict[str, Any]) -> str:
     """``illegal actions 0/123 (0.0%)[, success rate 97.0%]`` of one evaluation result."""
-    text = (f"illegal actions {ev['illegal_actions']}/{ev['actions']} "
-            f"({100.0 * ev['illegal_share']:.1f}%)")
+    text = f"illegal actions {ev['illegal_actions']}/{ev['actions']} ({100.0 * ev['illegal_share']:.1f}%)"
     if ev.get("success_rate") is not None:
         text += f", success rate {100.0 * ev['success_rate']:.1f}%"
     return text
@@ -130,27 +130,47 @@ def run(cfg: Config) -> dict[str, Any]:
     if cfg.checkpoint is not None:
         res["checkpoint"] = os.path.abspath(cfg.checkpoint)
         module = restore_module(cfg.checkpoint)
-        res["module"] = evaluate_module(module, env_name, cfg.episodes, cfg.seed, cfg.num_envs,
-                                        env_config=cfg.env_config, mask_key=cfg.mask_key)
+        res["module"] = evaluate_module(
+            module,
+            env_name,
+            cfg.episodes,
+            cfg.seed,
+            cfg.num_envs,
+            env_config=cfg.env_config,
+            mask_key=cfg.mask_key,
+        )
         who = "module"
     else:
         res["policy"] = cfg.policy
-        res["module"] = evaluate_policy(cfg.policy, env_name, cfg.episodes, cfg.seed,  # type: ignore[arg-type]
-                                        env_config=cfg.env_config, mask_key=cfg.mask_key)
+        res["module"] = evaluate_policy(
+            cfg.policy,  # type: ignore[arg-type]  # set: parse_args requires one of the two
+            env_name,
+            cfg.episodes,
+            cfg.seed,
+            env_config=cfg.env_config,
+            mask_key=cfg.mask_key,
+        )
         who = f"policy {cfg.policy}"
     seconds = time.perf_counter() - t
     m = res["module"]["mean_return"]
-    line = (f"{who}: mean return {m:.2f} +- {res['module']['std']:.2f} over {cfg.episodes} "
-            f"episodes (seed {cfg.seed}, {seconds:.1f}s); {format_legality(res['module'])}")
+    line = (
+        f"{who}: mean return {m:.2f} +- {res['module']['std']:.2f} over {cfg.episodes} "
+        f"episodes (seed {cfg.seed}, {seconds:.1f}s); {format_legality(res['module'])}"
+    )
     res["normalized_score"] = None
     if cfg.baselines:
-        res.update(baseline_scores(env_name, cfg.episodes, cfg.seed, env_config=cfg.env_config,
-                                   mask_key=cfg.mask_key))
+        res.update(
+            baseline_scores(
+                env_name, cfg.episodes, cfg.seed, env_config=cfg.env_config, mask_key=cfg.mask_key
+            )
+        )
         e, r = res["expert"]["mean_return"], res["random"]["mean_return"]
         res["normalized_score"] = normalized_score(m, r, e) if e != r else None
         score = res["normalized_score"]
-        line += (f"\nexpert {e:.2f}, random {r:.2f}; normalized score "
-                 f"{'-' if score is None else format(score, '.1f')} (0 = random, 100 = expert)")
+        line += (
+            f"\nexpert {e:.2f}, random {r:.2f}; normalized score "
+            f"{'-' if score is None else format(score, '.1f')} (0 = random, 100 = expert)"
+        )
     print(line)
     if cfg.output:
         os.makedirs(os.path.dirname(os.path.abspath(cfg.output)), exist_ok=True)

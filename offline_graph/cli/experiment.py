@@ -40,13 +40,19 @@ from typing import Any, Literal
 from offline_graph.cli import train
 from offline_graph.cli.arguments import arg, bad_value, config_from, parser_for
 from offline_graph.cli.experiment_report import gaps, markdown, row_stats, save_curves
-from offline_graph.cli.train_config import build_config, data_metadata, quiet_ray_data
-from offline_graph.cli.train_report import iteration_record, json_default, versions
+from offline_graph.cli.experiment_run import train_run
+from offline_graph.cli.train_config import data_metadata, quiet_ray_data
+from offline_graph.cli.train_report import json_default, versions
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 
-QUICK: dict[str, Any] = {"seeds": 1, "iterations": 2, "eval_every": 1, "eval_episodes": 10,
-                         "mixed_episodes": 200}
+QUICK: dict[str, Any] = {
+    "seeds": 1,
+    "iterations": 2,
+    "eval_every": 1,
+    "eval_episodes": 10,
+    "mixed_episodes": 200,
+}
 """What --quick sets (a smoke run: tested for running, not for scores)."""
 
 
@@ -117,8 +123,9 @@ class Config:
     """Episodes of the recorded mixed data."""
     mixed_seed: int = 2
     """Recording seed of the mixed data (not the evaluation seed)."""
-    rows: list[str] = field(default_factory=lambda: [r.key for r in ROWS],
-                            metadata=arg(choices=[r.key for r in ROWS]))
+    rows: list[str] = field(
+        default_factory=lambda: [r.key for r in ROWS], metadata=arg(choices=[r.key for r in ROWS])
+    )
     """Rows to run (keys of the table)."""
     quick: bool = False
     """Smoke run: sets seeds=1, iterations=2, eval_every=1, eval_episodes=10,
@@ -133,8 +140,11 @@ class Config:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of :class:`Config` (one option per field)."""
-    return parser_for(Config, "offline-graph experiment",
-                      "Train the learning-quality table (BC / MARWIL / bag of nodes, seeds).")
+    return parser_for(
+        Config,
+        "offline-graph experiment",
+        "Train the learning-quality table (BC / MARWIL / bag of nodes, seeds).",
+    )
 
 
 def check_config(cfg: Config) -> None:
@@ -158,8 +168,11 @@ def check_config(cfg: Config) -> None:
     if not os.path.isdir(cfg.expert_data) and any(r.data == "expert" for r in rows_of(cfg)):
         raise bad("expert_data", "an existing directory", "Record it with offline-graph record.")
     if cfg.mixed_data is not None and not os.path.exists(cfg.mixed_data):
-        raise bad("mixed_data", "an existing file or directory",
-                  "Leave it unset to record the mixed data into <output>/data.")
+        raise bad(
+            "mixed_data",
+            "an existing file or directory",
+            "Leave it unset to record the mixed data into <output>/data.",
+        )
     # The training settings are checked where they are used, by offline_graph.cli.train.
     train.check_config(train_config(cfg, ROWS[0], cfg.expert_data, 0))
 
@@ -185,11 +198,21 @@ def rows_of(cfg: Config) -> list[Row]:
 def train_config(cfg: Config, row: Row, data: str, seed: int) -> train.Config:
     """The ``offline-graph train`` settings of one run (no checkpoint is written)."""
     return train.Config(
-        algo=row.algo, data=data, checkpoint=os.path.join(cfg.output, "runs", f"{row.key}-s{seed}"),
-        iterations=cfg.iterations, updates_per_iteration=cfg.updates_per_iteration,
-        batch_size=cfg.batch_size, lr=cfg.lr, beta=row.beta, hidden=cfg.hidden,
-        layers=cfg.layers, bag_of_nodes=row.bag_of_nodes, seed=seed,
-        eval_episodes=cfg.eval_episodes, eval_seed=cfg.eval_seed, num_cpus=cfg.num_cpus,
+        algo=row.algo,
+        data=data,
+        checkpoint=os.path.join(cfg.output, "runs", f"{row.key}-s{seed}"),
+        iterations=cfg.iterations,
+        updates_per_iteration=cfg.updates_per_iteration,
+        batch_size=cfg.batch_size,
+        lr=cfg.lr,
+        beta=row.beta,
+        hidden=cfg.hidden,
+        layers=cfg.layers,
+        bag_of_nodes=row.bag_of_nodes,
+        seed=seed,
+        eval_episodes=cfg.eval_episodes,
+        eval_seed=cfg.eval_seed,
+        num_cpus=cfg.num_cpus,
     )
 
 
@@ -200,16 +223,33 @@ def mixed_data(cfg: Config) -> tuple[str, str]:
 
     if cfg.mixed_data is not None:
         return cfg.mixed_data, f"given: {cfg.mixed_data}"
-    out = os.path.join(cfg.output, "data",
-                       f"{cfg.mixed_policy}-eps{cfg.mixed_epsilon:g}-n{cfg.mixed_episodes}"
-                       f"-s{cfg.mixed_seed}")
-    argv = ["--policy", cfg.mixed_policy, "--epsilon", f"{cfg.mixed_epsilon:g}",
-            "--episodes", str(cfg.mixed_episodes), "--seed", str(cfg.mixed_seed),
-            "--episodes-per-file", "500", "--output", out, "--overwrite", "--no-progress"]
+    out = os.path.join(
+        cfg.output,
+        "data",
+        f"{cfg.mixed_policy}-eps{cfg.mixed_epsilon:g}-n{cfg.mixed_episodes}-s{cfg.mixed_seed}",
+    )
+    argv = [
+        "--policy",
+        cfg.mixed_policy,
+        "--epsilon",
+        f"{cfg.mixed_epsilon:g}",
+        "--episodes",
+        str(cfg.mixed_episodes),
+        "--seed",
+        str(cfg.mixed_seed),
+        "--episodes-per-file",
+        "500",
+        "--output",
+        out,
+        "--overwrite",
+        "--no-progress",
+    ]
     summary = record.run(record.parse_args(argv))
-    print(f"recorded {summary['episodes']} episodes, {summary['transitions']} transitions, "
-          f"return mean {summary['return_mean']:.2f} in {summary['seconds']:.1f}s: {out}",
-          flush=True)
+    print(
+        f"recorded {summary['episodes']} episodes, {summary['transitions']} transitions, "
+        f"return mean {summary['return_mean']:.2f} in {summary['seconds']:.1f}s: {out}",
+        flush=True,
+    )
     return out, "offline-graph record " + " ".join(argv)
 
 
@@ -219,50 +259,6 @@ def baselines(cfg: Config, env_name: str) -> dict[str, float]:
 
     scores = baseline_scores(env_name, cfg.eval_episodes, cfg.eval_seed)
     return {p: float(ev["mean_return"]) for p, ev in scores.items()}
-
-
-# --------------------------------------------------------------------------- one run
-def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> dict[str, Any]:
-    """Train as ``tcfg`` says (Ray already up), scoring the module every ``eval_every``
-    iterations; returns the curve, the final score and the seconds."""
-    from offline_graph.rllib.evaluation import evaluate_module, normalized_score
-    from offline_graph.data.files import scan_files
-    from offline_graph.jobs.recording import DEFAULT_ENV, make_env
-
-    t_start = time.perf_counter()
-    scan = scan_files(tcfg.data, tcfg.on_error)
-    if scan.kind is None:
-        raise ConfigError(f"experiment: {tcfg.data} must hold Parquet files (found none). "
-                          "Record episodes with offline-graph record.")
-    env_name = data_metadata(scan.files).get("env") or DEFAULT_ENV
-    env = make_env(env_name, tcfg.env_config)
-    config = build_config(tcfg, scan.kind, env.observation_space, env.action_space)
-    env.close()
-    algo = config.build_algo()
-    curve: list[dict[str, Any]] = []
-    seconds: list[float] = []
-    eval_s = 0.0
-    try:
-        for it in range(1, tcfg.iterations + 1):
-            t = time.perf_counter()
-            rec = iteration_record(algo.train(), time.perf_counter() - t, it)
-            seconds.append(rec["seconds"])
-            if it % eval_every == 0 or it == tcfg.iterations:
-                t = time.perf_counter()
-                ev = evaluate_module(algo.get_module(), env_name, tcfg.eval_episodes,
-                                     tcfg.eval_seed, env_config=tcfg.env_config)
-                eval_s += time.perf_counter() - t
-                rec["mean_return"] = ev["mean_return"]
-                rec["score"] = normalized_score(ev["mean_return"], base["random"], base["expert"])
-                curve.append(rec)
-    finally:
-        algo.stop()
-        del algo
-        gc.collect()  # the learners' Ray Data iterators, while Ray still runs
-    return {"seed": tcfg.seed, "score": curve[-1]["score"], "mean_return": curve[-1]["mean_return"],
-            "curve": curve, "iteration_seconds": seconds, "train_seconds": sum(seconds),
-            "eval_seconds": eval_s,
-            "seconds": time.perf_counter() - t_start}
 
 
 # --------------------------------------------------------------------------- main
@@ -286,8 +282,11 @@ def run(cfg: Config) -> dict[str, Any]:
         data["mixed"], made_by = mixed_data(cfg)
     files = scan_files(data[rows[0].data], "raise").files
     base = baselines(cfg, data_metadata(files).get("env") or DEFAULT_ENV)
-    print(f"evaluation ({cfg.eval_episodes} episodes, seed {cfg.eval_seed}): expert return "
-          f"{base['expert']:.2f}, random {base['random']:.2f}", flush=True)
+    print(
+        f"evaluation ({cfg.eval_episodes} episodes, seed {cfg.eval_seed}): expert return "
+        f"{base['expert']:.2f}, random {base['random']:.2f}",
+        flush=True,
+    )
 
     started = not ray.is_initialized()
     if started:
@@ -300,12 +299,24 @@ def run(cfg: Config) -> dict[str, Any]:
                 r = train_run(train_config(cfg, row, data[row.data], seed), cfg.eval_every, base)
                 runs.append(r)
                 curve = " ".join(f"{c['score']:.0f}" for c in r["curve"])
-                print(f"{row.key:<13} seed {seed}: score {r['score']:6.1f}  ({r['seconds']:.0f}s: train "
-                      f"{r['train_seconds']:.0f}s, eval {r['eval_seconds']:.0f}s; curve {curve})  "
-                      f"[{(time.perf_counter() - t0) / 60:.1f} min]", flush=True)
-            results.append({"key": row.key, "data": row.data, "label": row.label,
-                            "algo": row.algo, "beta": row.beta, "bag_of_nodes": row.bag_of_nodes,
-                            "runs": runs, "stats": row_stats(runs)})
+                print(
+                    f"{row.key:<13} seed {seed}: score {r['score']:6.1f}  ({r['seconds']:.0f}s: train "
+                    f"{r['train_seconds']:.0f}s, eval {r['eval_seconds']:.0f}s; curve {curve})  "
+                    f"[{(time.perf_counter() - t0) / 60:.1f} min]",
+                    flush=True,
+                )
+            results.append(
+                {
+                    "key": row.key,
+                    "data": row.data,
+                    "label": row.label,
+                    "algo": row.algo,
+                    "beta": row.beta,
+                    "bag_of_nodes": row.bag_of_nodes,
+                    "runs": runs,
+                    "stats": row_stats(runs),
+                }
+            )
     finally:
         if started:
             gc.collect()
@@ -321,8 +332,10 @@ def run(cfg: Config) -> dict[str, Any]:
         "wall_seconds": time.perf_counter() - t0,
         "versions": versions(),
     }
-    paths = {k: os.path.join(cfg.output, n) for k, n in
-             (("json", "results.json"), ("md", "results.md"), ("png", "learning_curves.png"))}
+    paths = {
+        k: os.path.join(cfg.output, n)
+        for k, n in (("json", "results.json"), ("md", "results.md"), ("png", "learning_curves.png"))
+    }
     result["files"] = paths
     save_curves(paths["png"], result)
     table = markdown(result)

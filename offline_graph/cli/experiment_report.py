@@ -14,7 +14,8 @@ def row_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "mean": float(scores.mean()),
         "std": float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
-        "min": float(scores.min()), "max": float(scores.max()),
+        "min": float(scores.min()),
+        "max": float(scores.max()),
         "scores": [float(s) for s in scores],
         "seconds_per_run": float(np.mean([r["seconds"] for r in runs])),
     }
@@ -22,8 +23,11 @@ def row_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def gaps(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The comparisons the issue asks for, with the standard error of the difference."""
-    pairs = (("marwil-1", "bc", ">= 10"), ("marwil-0", "bc", "within noise"),
-             ("marwil-1", "bag-marwil-1", ">= 20"))
+    pairs = (
+        ("marwil-1", "bc", ">= 10"),
+        ("marwil-0", "bc", "within noise"),
+        ("marwil-1", "bag-marwil-1", ">= 20"),
+    )
     out = []
     for a, b, target in pairs:
         if a in stats and b in stats:
@@ -49,8 +53,9 @@ def markdown(result: dict[str, Any]) -> str:
         )
     lines.append("")
     for g in result["gaps"]:
-        lines.append(f"- {g['a']} - {g['b']}: {g['diff']:+.1f} (standard error {g['se']:.1f}; "
-                     f"target {g['target']})")
+        lines.append(
+            f"- {g['a']} - {g['b']}: {g['diff']:+.1f} (standard error {g['se']:.1f}; target {g['target']})"
+        )
     lines.append(
         f"\nSeeds 0..{s['seeds'] - 1}, {s['iterations']} iterations x {s['updates_per_iteration']} "
         f"updates x {s['batch_size']} transitions, lr {s['lr']:g}, hidden {s['hidden']}, "
@@ -79,8 +84,11 @@ def save_curves(path: str, result: dict[str, Any]) -> None:
             ax.fill_between(its, sc.min(0), sc.max(0), color=line.get_color(), alpha=0.2)
         ax.axhline(100, color="grey", lw=0.8, ls="--")
         ax.axhline(0, color="grey", lw=0.8, ls=":")
-        ax.set(xlabel="iteration", ylabel="normalized score (0 random, 100 expert)",
-               title=f"{data} data: {result['data'][data]}")
+        ax.set(
+            xlabel="iteration",
+            ylabel="normalized score (0 random, 100 expert)",
+            title=f"{data} data: {result['data'][data]}",
+        )
         ax.title.set_fontsize(9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")

@@ -35,7 +35,8 @@ class Config:
 
 def build_parser() -> argparse.ArgumentParser:
     return parser_for(
-        Config, "offline-graph inspect",
+        Config,
+        "offline-graph inspect",
         "Summarize recorded graph episode files (sizes, returns, padding cost).",
         argparse.HelpFormatter,
     )

@@ -66,8 +66,11 @@ class Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return parser_for(Config, "offline-graph record",
-                      "Record graph episodes from a gymnasium env into Parquet episode files.")
+    return parser_for(
+        Config,
+        "offline-graph record",
+        "Record graph episodes from a gymnasium env into Parquet episode files.",
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -96,8 +99,11 @@ def check_config(cfg: Config) -> None:
     if not 0.0 <= cfg.epsilon <= 1.0:
         raise bad("epsilon", "in [0, 1]", "It is the probability of a random action.")
     if cfg.policy not in POLICIES and ":" not in cfg.policy:
-        raise bad("policy", f"one of {list(POLICIES)} or module:function",
-                  "A user policy is a function(obs_dict, info) -> action.")
+        raise bad(
+            "policy",
+            f"one of {list(POLICIES)} or module:function",
+            "A user policy is a function(obs_dict, info) -> action.",
+        )
     if not cfg.mask_key:
         raise bad("mask_key", "a non-empty info key", "The default is 'action_mask'.")
 
@@ -106,8 +112,7 @@ def prepare_output(output: str, overwrite: bool) -> None:
     """Refuse a non-empty ``output`` unless ``overwrite`` (then delete its episode files)."""
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(
-            f"record: --output must be a directory (found the file {output}). "
-            "Give a new or empty directory."
+            f"record: --output must be a directory (found the file {output}). Give a new or empty directory."
         )
     if not os.path.isdir(output):
         return
@@ -144,14 +149,17 @@ def run(cfg: Config) -> dict:
     env.close()
     start = time.perf_counter()
     jobs = plan_jobs(
-        env=cfg.env, env_config=cfg.env_config, policy=cfg.policy, epsilon=cfg.epsilon,
+        env=cfg.env,
+        env_config=cfg.env_config,
+        policy=cfg.policy,
+        epsilon=cfg.epsilon,
         mask_key=cfg.mask_key,
-        seed=cfg.seed, episodes=cfg.episodes, episodes_per_file=cfg.episodes_per_file,
+        seed=cfg.seed,
+        episodes=cfg.episodes,
+        episodes_per_file=cfg.episodes_per_file,
         output=cfg.output,
     )
-    summaries = sorted(
-        record(jobs, workers=cfg.workers, show_progress=cfg.progress), key=lambda s: s["file"]
-    )
+    summaries = sorted(record(jobs, workers=cfg.workers, show_progress=cfg.progress), key=lambda s: s["file"])
     returns = [r for s in summaries for r in s["returns"]]
     return {
         "output": cfg.output,
@@ -170,10 +178,7 @@ def format_summary(s: dict) -> str:
         f"output       {s['output']}",
         f"episodes     {s['episodes']}",
         f"transitions  {s['transitions']}",
-        (
-            f"return       mean {s['return_mean']:.3f}  min {s['return_min']:.3f}  "
-            f"max {s['return_max']:.3f}"
-        ),
+        (f"return       mean {s['return_mean']:.3f}  min {s['return_min']:.3f}  max {s['return_max']:.3f}"),
         f"files        {len(s['files'])}",
     ]
     lines += [f"  {f}" for f in s["files"]]

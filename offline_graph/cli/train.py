@@ -126,8 +126,9 @@ class Config:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of :class:`Config` (one option per field)."""
-    return parser_for(Config, "offline-graph train",
-                      "Train BC or MARWIL on recorded graph data, then evaluate in the env.")
+    return parser_for(
+        Config, "offline-graph train", "Train BC or MARWIL on recorded graph data, then evaluate in the env."
+    )
 
 
 def check_config(cfg: Config) -> None:
@@ -144,7 +145,8 @@ def check_config(cfg: Config) -> None:
         raise bad("torch_threads", ">= 0", "0 leaves torch's default.")
     if cfg.updates_per_iteration < 1 or (cfg.num_learners == 0 and cfg.updates_per_iteration < 2):
         raise bad(
-            "updates_per_iteration", ">= 2 with --num-learners 0 (>= 1 otherwise)",
+            "updates_per_iteration",
+            ">= 2 with --num-learners 0 (>= 1 otherwise)",
             "RLlib's single-batch path cannot apply the graph collate function.",
         )
     if cfg.eval_episodes < 0:
@@ -209,13 +211,18 @@ def run(cfg: Config) -> dict[str, Any]:
     env = make_env(env_name, cfg.env_config)
     obs_space, act_space = env.observation_space, env.action_space
     if cfg.eval_episodes and meta.get("seed") == cfg.eval_seed:
-        print(f"train: warning: --eval-seed {cfg.eval_seed} is the seed the data was recorded "
-              "with; the evaluation replays training graphs.", file=sys.stderr)
+        print(
+            f"train: warning: --eval-seed {cfg.eval_seed} is the seed the data was recorded "
+            "with; the evaluation replays training graphs.",
+            file=sys.stderr,
+        )
 
     side = SideSampler(files, kind, obs_space, act_space, cfg.batch_size, cfg.seed, cfg.on_error)
-    print(f"data: {cfg.data} ({len(files)} file(s) of {kind}, env {env_name}); "
-          f"{side.data_bytes_per_transition():.0f} payload bytes/transition over "
-          f"{side.num_transitions} locally decoded transitions")
+    print(
+        f"data: {cfg.data} ({len(files)} file(s) of {kind}, env {env_name}); "
+        f"{side.data_bytes_per_transition():.0f} payload bytes/transition over "
+        f"{side.num_transitions} locally decoded transitions"
+    )
 
     started_ray = False
     if not ray.is_initialized():
@@ -228,18 +235,23 @@ def run(cfg: Config) -> dict[str, Any]:
         algo = config.build_algo()
         build_s = time.perf_counter() - t0
         history: list[dict[str, Any]] = []
-        print(f"{'iter':>5} {'policy_loss':>12} {'vf_loss':>10} {'steps':>7} {'sec':>7} "
-              f"{'trans/s':>9} {'bytes/trans':>11}")
+        print(
+            f"{'iter':>5} {'policy_loss':>12} {'vf_loss':>10} {'steps':>7} {'sec':>7} "
+            f"{'trans/s':>9} {'bytes/trans':>11}"
+        )
         for it in range(1, cfg.iterations + 1):
             t = time.perf_counter()
             result = algo.train()
             rec = iteration_record(result, time.perf_counter() - t, it)
             rec["bytes_per_transition"] = side.batch_bytes_per_transition()
             history.append(rec)
-            print(f"{it:>5} {fmt(rec['policy_loss']):>12} {fmt(rec['vf_loss']):>10} "
-                  f"{rec['env_steps_trained'] or 0:>7} {rec['seconds']:>7.2f} "
-                  f"{fmt(rec['transitions_per_s'], '.0f'):>9} "
-                  f"{fmt(rec['bytes_per_transition'], '.0f'):>11}", flush=True)
+            print(
+                f"{it:>5} {fmt(rec['policy_loss']):>12} {fmt(rec['vf_loss']):>10} "
+                f"{rec['env_steps_trained'] or 0:>7} {rec['seconds']:>7.2f} "
+                f"{fmt(rec['transitions_per_s'], '.0f'):>9} "
+                f"{fmt(rec['bytes_per_transition'], '.0f'):>11}",
+                flush=True,
+            )
 
         os.makedirs(cfg.checkpoint, exist_ok=True)
         ckpt = str(algo.save_to_path(os.path.abspath(cfg.checkpoint)))
@@ -262,18 +274,19 @@ def run(cfg: Config) -> dict[str, Any]:
     score = None
     if cfg.eval_episodes:
         t = time.perf_counter()
-        evaluation["module"] = evaluate_module(module, env_name, cfg.eval_episodes,
-                                               cfg.eval_seed, env_config=cfg.env_config,
-                                               mask_key=mask_key)
+        evaluation["module"] = evaluate_module(
+            module, env_name, cfg.eval_episodes, cfg.eval_seed, env_config=cfg.env_config, mask_key=mask_key
+        )
         eval_s = time.perf_counter() - t
-        evaluation.update(baseline_scores(env, cfg.eval_episodes, cfg.eval_seed,
-                                          mask_key=mask_key))
+        evaluation.update(baseline_scores(env, cfg.eval_episodes, cfg.eval_seed, mask_key=mask_key))
         m, e, r = (evaluation[k]["mean_return"] for k in ("module", "expert", "random"))
         score = normalized_score(m, r, e) if e != r else None
-        print(f"eval ({cfg.eval_episodes} episodes, seed {cfg.eval_seed}, {eval_s:.1f}s): "
-              f"module {m:.2f} +- {evaluation['module']['std']:.2f}, expert {e:.2f}, random "
-              f"{r:.2f}; normalized score {fmt(score, '.1f')} (0 = random, 100 = expert); "
-              f"{format_legality(evaluation['module'])}")
+        print(
+            f"eval ({cfg.eval_episodes} episodes, seed {cfg.eval_seed}, {eval_s:.1f}s): "
+            f"module {m:.2f} +- {evaluation['module']['std']:.2f}, expert {e:.2f}, random "
+            f"{r:.2f}; normalized score {fmt(score, '.1f')} (0 = random, 100 = expert); "
+            f"{format_legality(evaluation['module'])}"
+        )
     env.close()
 
     curve = cfg.curve or os.path.join(cfg.checkpoint, "learning_curve.png")
@@ -281,11 +294,16 @@ def run(cfg: Config) -> dict[str, Any]:
     later = [h["transitions_per_s"] for h in history[1:] if h["transitions_per_s"]]
     summary = {
         "config": dataclasses.asdict(cfg),
-        "data": {"kind": kind, "files": len(files), "env": env_name, "metadata": meta,
-                 "payload_bytes_per_transition": side.data_bytes_per_transition(),
-                 "side_sample_transitions": side.num_transitions,
-                 "files_rejected_before_training": dict(scan.rejected),
-                 "report": report},
+        "data": {
+            "kind": kind,
+            "files": len(files),
+            "env": env_name,
+            "metadata": meta,
+            "payload_bytes_per_transition": side.data_bytes_per_transition(),
+            "side_sample_transitions": side.num_transitions,
+            "files_rejected_before_training": dict(scan.rejected),
+            "report": report,
+        },
         "bytes_per_transition_note": (
             "x + edge_index + edge_attr bytes of one collated learner-sized batch drawn "
             "locally per iteration, divided by the batch size (batch/ptr not counted)"
@@ -304,8 +322,7 @@ def run(cfg: Config) -> dict[str, Any]:
     }
     with open(os.path.join(cfg.checkpoint, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2, default=json_default)
-    print(f"checkpoint: {ckpt}\ncurve: {curve}\nsummary: "
-          f"{os.path.join(cfg.checkpoint, 'summary.json')}")
+    print(f"checkpoint: {ckpt}\ncurve: {curve}\nsummary: {os.path.join(cfg.checkpoint, 'summary.json')}")
     return summary
 
 

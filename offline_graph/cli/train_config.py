@@ -30,8 +30,11 @@ def build_config(cfg: Config, kind: str, observation_space: Any, action_space: A
     from offline_graph.rllib.gnn_module import GNNModule
     from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 
-    model_config: dict[str, Any] = {"hidden": cfg.hidden, "layers": cfg.layers,
-                                    "bag_of_nodes": cfg.bag_of_nodes}
+    model_config: dict[str, Any] = {
+        "hidden": cfg.hidden,
+        "layers": cfg.layers,
+        "bag_of_nodes": cfg.bag_of_nodes,
+    }
     if cfg.conv is not None:
         model_config["conv"] = cfg.conv
     config = BCConfig() if cfg.algo == "bc" else MARWILConfig()

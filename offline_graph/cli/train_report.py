@@ -18,8 +18,16 @@ class SideSampler:
     """Learner-sized batches drawn locally from the data, for bytes/transition (see the
     :mod:`offline_graph.cli.train` docstring)."""
 
-    def __init__(self, files: list[str], kind: str, observation_space: Any, action_space: Any,
-                 batch_size: int, seed: int, on_error: OnError) -> None:
+    def __init__(
+        self,
+        files: list[str],
+        kind: str,
+        observation_space: Any,
+        action_space: Any,
+        batch_size: int,
+        seed: int,
+        on_error: OnError,
+    ) -> None:
         import pyarrow.parquet as pq
 
         from offline_graph.data.columns import GraphColumns
@@ -117,12 +125,17 @@ def save_curve(path: str, history: list[dict[str, Any]], title: str) -> None:
     fig, axes = plt.subplots(1, 2 if has_vf else 1, figsize=(10 if has_vf else 6, 4))
     axes = np.atleast_1d(axes)
     nan = float("nan")
-    axes[0].plot(its, [h["policy_loss"] if h["policy_loss"] is not None else nan for h in history],
-                 marker="o")
+    axes[0].plot(
+        its, [h["policy_loss"] if h["policy_loss"] is not None else nan for h in history], marker="o"
+    )
     axes[0].set(xlabel="iteration", ylabel="policy loss", title=title)
     if has_vf:
-        axes[1].plot(its, [h["vf_loss"] if h["vf_loss"] is not None else nan for h in history],
-                     marker="o", color="tab:orange")
+        axes[1].plot(
+            its,
+            [h["vf_loss"] if h["vf_loss"] is not None else nan for h in history],
+            marker="o",
+            color="tab:orange",
+        )
         axes[1].set(xlabel="iteration", ylabel="value loss", title="value function")
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -149,5 +162,4 @@ def versions() -> dict[str, str]:
 
     import offline_graph
 
-    return {"ray": ray.__version__, "torch": torch.__version__,
-            "offline_graph": offline_graph.__version__}
+    return {"ray": ray.__version__, "torch": torch.__version__, "offline_graph": offline_graph.__version__}

@@ -73,15 +73,11 @@ def ragged_gather_index(ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - out_ptr[seg] + starts[seg]
 
 
-def masks_or_allowed(
-    masks: Sequence[np.ndarray | None], counts: Sequence[int] | np.ndarray
-) -> np.ndarray:
+def masks_or_allowed(masks: Sequence[np.ndarray | None], counts: Sequence[int] | np.ndarray) -> np.ndarray:
     """Concatenate per-graph bool masks; a missing mask (None) allows all ``counts[i]`` choices."""
     if not len(masks):
         return np.zeros(0, bool)
-    return np.concatenate([
-        np.ones(int(c), bool) if m is None else m for m, c in zip(masks, counts)
-    ])
+    return np.concatenate([np.ones(int(c), bool) if m is None else m for m, c in zip(masks, counts)])
 
 
 def counts_to_ptr(counts: np.ndarray) -> np.ndarray:
@@ -185,11 +181,13 @@ class GraphColumns:
         out = cls(x=x, node_ptr=node_ptr, edge_index=ei, edge_ptr=edge_ptr, edge_attr=ea)
         if mask_level is not None:
             raw = [g.get("action_mask") for g in graphs]
-            out.set_mask(mask_level, masks_or_allowed(
-                [None if m is None else np.asarray(m).astype(bool, copy=False).reshape(-1)
-                 for m in raw],
-                np.diff(out.choice_ptr(mask_level)),
-            ))
+            out.set_mask(
+                mask_level,
+                masks_or_allowed(
+                    [None if m is None else np.asarray(m).astype(bool, copy=False).reshape(-1) for m in raw],
+                    np.diff(out.choice_ptr(mask_level)),
+                ),
+            )
         return out
 
     def graph(self, g: int) -> GraphDict:
@@ -206,13 +204,17 @@ class GraphColumns:
     def take(self, idx: np.ndarray) -> "GraphColumns":
         """The graphs ``idx`` (any order, repeats allowed), as new columns."""
         idx = np.asarray(idx, dtype=np.int64)
-        sel = {"node": ragged_gather_index(self.node_ptr, idx),
-               "edge": ragged_gather_index(self.edge_ptr, idx)}
+        sel = {
+            "node": ragged_gather_index(self.node_ptr, idx),
+            "edge": ragged_gather_index(self.edge_ptr, idx),
+        }
         return GraphColumns(
             node_ptr=counts_to_ptr(self.num_nodes[idx]),
             edge_ptr=counts_to_ptr(self.num_edges[idx]),
-            **{k: _along(v, BATCHING_RULES[k].axis, sel[BATCHING_RULES[k].level])
-               for k, v in self.present().items()},
+            **{
+                k: _along(v, BATCHING_RULES[k].axis, sel[BATCHING_RULES[k].level])
+                for k, v in self.present().items()
+            },
         )
 
     def slice(self, start: int, stop: int) -> "GraphColumns":
@@ -223,8 +225,10 @@ class GraphColumns:
         return GraphColumns(
             node_ptr=self.node_ptr[start : stop + 1] - n0,
             edge_ptr=self.edge_ptr[start : stop + 1] - e0,
-            **{k: _along(v, BATCHING_RULES[k].axis, bounds[BATCHING_RULES[k].level])
-               for k, v in self.present().items()},
+            **{
+                k: _along(v, BATCHING_RULES[k].axis, bounds[BATCHING_RULES[k].level])
+                for k, v in self.present().items()
+            },
         )
 
     @staticmethod
@@ -239,8 +243,7 @@ class GraphColumns:
             if all(v is None for v in values):
                 columns[key] = None
             elif key in MASK_COLUMNS:
-                counts = [int(p.choice_ptr(rule.level)[-1] - p.choice_ptr(rule.level)[0])
-                          for p in parts]
+                counts = [int(p.choice_ptr(rule.level)[-1] - p.choice_ptr(rule.level)[0]) for p in parts]
                 columns[key] = masks_or_allowed(values, counts)
             else:
                 columns[key] = np.concatenate(values, axis=rule.axis)

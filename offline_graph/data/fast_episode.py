@@ -134,8 +134,9 @@ def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | N
     pairs = np.empty((total_e, 2), np.int64)
     pairs[:, 0] = flat[src_pos]
     pairs[:, 1] = flat[src_pos + np.repeat(num_edges, num_edges)]
-    graphs = GraphColumns(x.reshape(total_n, spec.num_features), counts_to_ptr(num_nodes),
-                          pairs.T, edge_ptr, edge_attr)
+    graphs = GraphColumns(
+        x.reshape(total_n, spec.num_features), counts_to_ptr(num_nodes), pairs.T, edge_ptr, edge_attr
+    )
     if spec.action_level is not None:
         counts = np.diff(graphs.choice_ptr(spec.action_level))
         mask: np.ndarray | None
@@ -157,8 +158,13 @@ def _usable(raw: RawEpisode) -> bool:
     if not (raw.terminated or raw.truncated) or not isinstance(obs, (list, tuple)):
         return False
     num_t = len(obs) - 1
-    return (num_t >= 1 and isinstance(actions, (list, tuple)) and isinstance(rewards, (list, tuple))
-            and len(actions) == num_t and len(rewards) == num_t)
+    return (
+        num_t >= 1
+        and isinstance(actions, (list, tuple))
+        and isinstance(rewards, (list, tuple))
+        and len(actions) == num_t
+        and len(rewards) == num_t
+    )
 
 
 def _masked(obs: list[Any], spec: EpisodeSpec) -> bool:
@@ -242,6 +248,12 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
     except OfflineGraphError:
         return None
     return Transitions.from_steps(
-        graphs, acts, rews, np.fromiter((len(r.actions) for r in raws), np.int64, len(raws)),
-        [r.terminated for r in raws], [r.truncated and not r.terminated for r in raws], ids, gamma,
+        graphs,
+        acts,
+        rews,
+        np.fromiter((len(r.actions) for r in raws), np.int64, len(raws)),
+        [r.terminated for r in raws],
+        [r.truncated and not r.terminated for r in raws],
+        ids,
+        gamma,
     )

@@ -71,8 +71,10 @@ def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> di
         schema = pq.read_schema(path)
         footer = pq.ParquetFile(path).metadata  # the footer must be complete
         if row_groups is not None:
-            row_groups.extend((footer.row_group(g).num_rows, footer.row_group(g).total_byte_size)
-                              for g in range(footer.num_row_groups))
+            row_groups.extend(
+                (footer.row_group(g).num_rows, footer.row_group(g).total_byte_size)
+                for g in range(footer.num_row_groups)
+            )
     except Exception as err:  # pyarrow raises several types for damaged files
         raise FormatVersionError(
             f"{where(file=path)}: file must be a complete Parquet file (found {type(err).__name__}: "

@@ -183,7 +183,7 @@ def read_transitions(
     in_call: set[str] = set()
     parts: list[Transitions] = []
     for lo in range(0, len(items), FAST_CHUNK):
-        chunk, chunk_paths = items[lo: lo + FAST_CHUNK], paths[lo: lo + FAST_CHUNK]
+        chunk, chunk_paths = items[lo : lo + FAST_CHUNK], paths[lo : lo + FAST_CHUNK]
         fast = fast_block(chunk, spec, gamma)
         if fast is not None:
             ids = fast.episode_ids
@@ -196,8 +196,9 @@ def read_transitions(
                 stats.transitions_used += len(fast)
                 parts.append(fast)
                 continue
-        episodes = read_episodes(chunk, chunk_paths, spec, on_error=on_error, seen_ids=seen_ids,
-                                 stats=stats, in_call=in_call)
+        episodes = read_episodes(
+            chunk, chunk_paths, spec, on_error=on_error, seen_ids=seen_ids, stats=stats, in_call=in_call
+        )
         if episodes:
             parts.append(Transitions.from_episodes(episodes, gamma))
     return parts
@@ -208,7 +209,10 @@ def log_rejections(stats: ReadStats, who: str) -> None:
     for reason, count in sorted(stats.rejected.items()):
         logger.warning(
             "%s: skipped %d episode(s) for reason %r; first: %s",
-            who, count, reason, stats.examples.get(reason, ""),
+            who,
+            count,
+            reason,
+            stats.examples.get(reason, ""),
         )
 
 
@@ -230,5 +234,9 @@ def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
             f"(found {action_space!r}). Graph-level actions are Discrete; node / edge "
             "selection uses NodeAction / EdgeAction."
         )
-    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=int(action_space.n),
-                       action_level=selection_level(action_space))
+    return EpisodeSpec(
+        num_features=feat,
+        edge_dim=edim,
+        num_actions=int(action_space.n),
+        action_level=selection_level(action_space),
+    )

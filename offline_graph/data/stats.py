@@ -53,9 +53,7 @@ def episode_files(path: str) -> list[str]:
             f"inspect: PATH must be a Parquet file or a directory of them (found {path!r}, "
             "which does not exist). Check the path."
         )
-    files = sorted(
-        os.path.join(path, name) for name in os.listdir(path) if name.endswith(".parquet")
-    )
+    files = sorted(os.path.join(path, name) for name in os.listdir(path) if name.endswith(".parquet"))
     if not files:
         raise ConfigError(
             f"inspect: directory {path} must hold *.parquet episode files (found none). "
@@ -299,14 +297,15 @@ def format_table(s: dict[str, Any]) -> str:
             ("F / D / k", f"{s['num_features']} / {s['edge_dim']} / {s['num_actions']}"),
         ]
         if s.get("action_level"):
-            rows[-1] = ("F / D / actions", f"{s['num_features']} / {s['edge_dim']} / "
-                        f"{s['action_level']} selection with masks (largest action "
-                        f"{s['num_actions'] - 1})")
+            rows[-1] = (
+                "F / D / actions",
+                f"{s['num_features']} / {s['edge_dim']} / "
+                f"{s['action_level']} selection with masks (largest action "
+                f"{s['num_actions'] - 1})",
+            )
         for name in ("nodes", "edges"):
             p = s[name]
-            rows.append(
-                (f"{name} per obs", "  ".join(f"{k} {v:g}" for k, v in p.items()))
-            )
+            rows.append((f"{name} per obs", "  ".join(f"{k} {v:g}" for k, v in p.items())))
         real = s["bytes_per_transition"]
         box, rep = s["padded_box"], s["padded_repeated"]
         rows += [

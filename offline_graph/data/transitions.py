@@ -66,14 +66,22 @@ class Transitions:
             np.concatenate([e.actions for e in episodes]),
             np.concatenate([e.rewards for e in episodes]),
             np.fromiter((len(e) for e in episodes), np.int64, len(episodes)),
-            [e.terminated for e in episodes], [e.truncated for e in episodes],
-            [e.id for e in episodes], gamma,
+            [e.terminated for e in episodes],
+            [e.truncated for e in episodes],
+            [e.id for e in episodes],
+            gamma,
         )
 
     @classmethod
     def from_steps(
-        cls, obs: GraphColumns, actions: np.ndarray, rewards: np.ndarray, lengths: np.ndarray,
-        terminated: Sequence[bool], truncated: Sequence[bool], episode_ids: Sequence[str],
+        cls,
+        obs: GraphColumns,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        lengths: np.ndarray,
+        terminated: Sequence[bool],
+        truncated: Sequence[bool],
+        episode_ids: Sequence[str],
         gamma: float,
     ) -> "Transitions":
         """Whole episodes given step by step (``lengths[i]`` steps of episode i, in order: its
@@ -125,9 +133,7 @@ class Transitions:
             terminateds=np.concatenate([p.terminateds for p in parts]),
             truncateds=np.concatenate([p.truncateds for p in parts]),
             value_targets=np.concatenate([p.value_targets for p in parts]),
-            episode_index=np.concatenate(
-                [p.episode_index + np.int32(s) for p, s in zip(parts, shift)]
-            ),
+            episode_index=np.concatenate([p.episode_index + np.int32(s) for p, s in zip(parts, shift)]),
             episode_ids=[i for p in parts for i in p.episode_ids],
             t=np.concatenate([p.t for p in parts]),
         )
@@ -161,15 +167,23 @@ def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
     def ragged(t: pa.DataType, width: int) -> pa.DataType:
         return pa.list_(pa.list_(t, width))
 
-    fields = [pa.field("actions", pa.int64()), pa.field("x", ragged(pa.float32(), spec.num_features)),
-              pa.field("edge_index", ragged(pa.int64(), 2))]
+    fields = [
+        pa.field("actions", pa.int64()),
+        pa.field("x", ragged(pa.float32(), spec.num_features)),
+        pa.field("edge_index", ragged(pa.int64(), 2)),
+    ]
     if spec.edge_dim is not None:
         fields.append(pa.field("edge_attr", ragged(pa.float32(), spec.edge_dim)))
     if spec.action_level is not None:
         fields.append(pa.field(f"{spec.action_level}_mask", pa.list_(pa.bool_())))
-    fields += [pa.field("rewards", pa.float32()), pa.field("terminateds", pa.bool_()),
-               pa.field("truncateds", pa.bool_()), pa.field("value_targets", pa.float32()),
-               pa.field("eps_id", pa.dictionary(pa.int32(), pa.string())), pa.field("t", pa.int64())]
+    fields += [
+        pa.field("rewards", pa.float32()),
+        pa.field("terminateds", pa.bool_()),
+        pa.field("truncateds", pa.bool_()),
+        pa.field("value_targets", pa.float32()),
+        pa.field("eps_id", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("t", pa.int64()),
+    ]
     return pa.schema(fields)
 
 
@@ -200,9 +214,7 @@ def graph_arrays(graphs: GraphColumns) -> dict[str, pa.Array]:
         rule = BATCHING_RULES[key]
         ptr = graphs.choice_ptr(rule.level)
         if value.ndim == 1:
-            arrays[key] = pa.ListArray.from_arrays(
-                pa.array((ptr - ptr[0]).astype(np.int32)), pa.array(value)
-            )
+            arrays[key] = pa.ListArray.from_arrays(pa.array((ptr - ptr[0]).astype(np.int32)), pa.array(value))
         else:
             arrays[key] = ragged_column(np.ascontiguousarray(np.moveaxis(value, rule.axis, 0)), ptr)
     return arrays

@@ -298,9 +298,7 @@ def _check_discrete_actions(actions: np.ndarray, spec: EpisodeSpec, ctx: Any) ->
         )
 
 
-def _check_selection_actions(
-    actions: np.ndarray, spec: EpisodeSpec, ctx: Any, graphs: GraphColumns
-) -> None:
+def _check_selection_actions(actions: np.ndarray, spec: EpisodeSpec, ctx: Any, graphs: GraphColumns) -> None:
     level = spec.action_level
     space = f"{'NodeAction(max_nodes' if level == 'node' else 'EdgeAction(max_edges'}={spec.num_actions})"
     size = "N" if level == "node" else "E"
@@ -349,7 +347,7 @@ def _check_selection_actions(
     ok = mask[ptr[:num_t] + actions]
     if not ok.all():
         t = int(np.argmin(ok))
-        m = mask[ptr[t]: ptr[t + 1]]
+        m = mask[ptr[t] : ptr[t + 1]]
         raise _fail(
             "masked_action",
             f"{ctx(t, 'actions')}: action must be allowed by step {t}'s action_mask (found "

@@ -178,5 +178,10 @@ class GrowTreeEnv(SelectionEnv):
         self._added += 1
         terminated = self._added == self._n - 1
         self._active = not terminated
-        return (self._obs(), -float(self._weight[a]), terminated, False,
-                self._info(self._mask(), False, bool(terminated)))
+        return (
+            self._obs(),
+            -float(self._weight[a]),
+            terminated,
+            False,
+            self._info(self._mask(), False, bool(terminated)),
+        )

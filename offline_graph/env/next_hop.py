@@ -210,5 +210,4 @@ class NextHopEnv(SelectionEnv):
             reward += float(self.config.goal_reward)
         truncated = not terminated and self._t >= self._horizon
         self._active = not (terminated or truncated)
-        return (self._obs(), reward, terminated, truncated,
-                self._info(self._mask(), False, bool(terminated)))
+        return (self._obs(), reward, terminated, truncated, self._info(self._mask(), False, bool(terminated)))

@@ -101,9 +101,7 @@ def decoy_policy(k: int, epsilon: float, rng: np.random.Generator) -> Policy:
     return policy
 
 
-def make_policy(
-    name: str, k: int, epsilon: float = 0.3, rng: np.random.Generator | None = None
-) -> Policy:
+def make_policy(name: str, k: int, epsilon: float = 0.3, rng: np.random.Generator | None = None) -> Policy:
     """Policy by name: ``"expert"``, ``"random"``, ``"mixed"`` (epsilon-expert with uniform
     noise) or ``"decoy"`` (epsilon-expert whose noise is the :func:`majority_color` heuristic).
 

@@ -34,9 +34,13 @@ def block_key(items: Sequence[bytes], paths: Sequence[str | None]) -> str:
 
 
 def to_dict(stats: ReadStats) -> dict[str, Any]:
-    return {"episodes_read": stats.episodes_read, "episodes_used": stats.episodes_used,
-            "transitions_used": stats.transitions_used, "rejected": dict(stats.rejected),
-            "examples": dict(stats.examples)}
+    return {
+        "episodes_read": stats.episodes_read,
+        "episodes_used": stats.episodes_used,
+        "transitions_used": stats.transitions_used,
+        "rejected": dict(stats.rejected),
+        "examples": dict(stats.examples),
+    }
 
 
 def from_dicts(blocks: Sequence[dict[str, Any]]) -> ReadStats:
@@ -76,9 +80,11 @@ def _actor_class() -> Any:
 
 def get_collector() -> Any:
     """The cluster's collector actor (created on first use, then reused)."""
-    return _actor_class().options(
-        name=COLLECTOR, namespace=NAMESPACE, get_if_exists=True, lifetime="detached"
-    ).remote()
+    return (
+        _actor_class()
+        .options(name=COLLECTOR, namespace=NAMESPACE, get_if_exists=True, lifetime="detached")
+        .remote()
+    )
 
 
 def report(

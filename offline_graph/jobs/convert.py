@@ -18,6 +18,7 @@ report instead of counting twice); the driver merges them into the report and re
 directory. Whole damaged files (truncated, unknown version, wrong column type) are found
 before the job starts (``offline_graph.data.files``).
 """
+
 from __future__ import annotations
 
 import json
@@ -102,8 +103,14 @@ class ConvertEpisodes:
     def __call__(self, batch: pa.Table) -> pa.Table:
         items, paths = batch_columns(batch)
         stats = ReadStats()
-        parts = read_transitions(items, paths, self.spec, self.gamma, on_error=self.on_error,  # type: ignore[arg-type]
-                                 stats=stats)
+        parts = read_transitions(
+            items,
+            paths,
+            self.spec,
+            self.gamma,
+            on_error=self.on_error,  # type: ignore[arg-type]
+            stats=stats,
+        )
         if self.stats_dir is not None:
             _save_stats(self.stats_dir, accounting.block_key(items, paths), stats)
         if not parts:
@@ -134,8 +141,9 @@ def _load_stats(stats_dir: str) -> ReadStats:
 _WORKER_CACHE: dict[tuple, ConvertEpisodes] = {}
 
 
-def convert_block(batch: pa.Table, *, map_class: type, spec: EpisodeSpec, gamma: float,
-                  on_error: str, stats_dir: str | None) -> pa.Table:
+def convert_block(
+    batch: pa.Table, *, map_class: type, spec: EpisodeSpec, gamma: float, on_error: str, stats_dir: str | None
+) -> pa.Table:
     """Ray Data task: one block of episode rows -> its transitions.
 
     Runs as a Ray *task* (workers are reused across jobs, no actor start-up per job); the
@@ -194,7 +202,8 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         cpus = max(cpus, float(ray.cluster_resources().get("CPU", 1.0)) / cfg.num_workers)
     stats_dir = os.path.join(cfg.output, STATS_DIR)
     schema = transition_schema(cfg.spec).with_metadata(
-        make_metadata("transitions", **{**cfg.source, "gamma": cfg.gamma}))
+        make_metadata("transitions", **{**cfg.source, "gamma": cfg.gamma})
+    )
     if not scan.files:
         raise FormatVersionError(
             f"convert: input {cfg.input} must hold at least one readable episode file (found "
@@ -203,12 +212,16 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     # read -> convert -> write fuse into one task per input unit (same resources, default
     # retries: a task whose worker died is retried whole and rewrites its own file).
     source = episode_source(scan, cfg.episodes_per_task, cfg.episodes_per_batch)
-    ds = ray.data.read_datasource(source, override_num_blocks=max(1, source.num_tasks),
-                                  num_cpus=cpus)
+    ds = ray.data.read_datasource(source, override_num_blocks=max(1, source.num_tasks), num_cpus=cpus)
     ds = ds.map_batches(
         convert_block,
-        fn_kwargs={"map_class": map_class, "spec": cfg.spec, "gamma": cfg.gamma,
-                   "on_error": cfg.on_error, "stats_dir": stats_dir},
+        fn_kwargs={
+            "map_class": map_class,
+            "spec": cfg.spec,
+            "gamma": cfg.gamma,
+            "on_error": cfg.on_error,
+            "stats_dir": stats_dir,
+        },
         # One call per read block (episodes_per_batch rows): a batch size here would stop
         # Ray Data from fusing the read into this task.
         batch_size=None,
@@ -234,16 +247,22 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
             f"(found {rows}). A worker's output was lost or duplicated; rerun the job."
         )
     report = {
-        "input": os.path.abspath(cfg.input), "output": os.path.abspath(cfg.output),
+        "input": os.path.abspath(cfg.input),
+        "output": os.path.abspath(cfg.output),
         "files_in": len(scan.files) + sum(scan.rejected.values()),
         "files_rejected_by_reason": dict(scan.rejected),
-        "first_file_error_by_reason": dict(scan.examples), **total.as_dict(),
+        "first_file_error_by_reason": dict(scan.examples),
+        **total.as_dict(),
         "episodes_in": total.episodes_read,
-        "transitions_out": rows, "episodes_out": episode_ids, "bytes_in": bytes_in,
-        "bytes_out": bytes_out, "seconds": round(seconds, 3),
+        "transitions_out": rows,
+        "episodes_out": episode_ids,
+        "bytes_in": bytes_in,
+        "bytes_out": bytes_out,
+        "seconds": round(seconds, 3),
         "transitions_per_s": round(rows / seconds, 1) if seconds > 0 else None,
-        "gamma": cfg.gamma, "on_error": cfg.on_error, "format": json.loads(
-            make_metadata("transitions")[b"offline_graph"]),
+        "gamma": cfg.gamma,
+        "on_error": cfg.on_error,
+        "format": json.loads(make_metadata("transitions")[b"offline_graph"]),
         "config": {k: v for k, v in asdict(cfg).items() if k != "spec"} | {"spec": asdict(cfg.spec)},
     }
     with open(os.path.join(cfg.output, REPORT_NAME), "w") as fh:
@@ -255,7 +274,8 @@ def _write(ds: Any, output: str, names: Any, schema: pa.Schema, num_cpus: float)
     from ray.data._internal.savemode import SaveMode
 
     ds.write_parquet(
-        output, filename_provider=names,
+        output,
+        filename_provider=names,
         arrow_parquet_args_fn=lambda: {"schema": schema, "compression": "zstd"},
         ray_remote_args={"num_cpus": num_cpus},
         # Names are per write task and the directory was checked empty: a retried task
@@ -272,8 +292,11 @@ def _verify_output(output: str) -> tuple[int, int, int]:
     keys = pa.concat_tables([pq.read_table(f, columns=["eps_id", "t"]) for f in files])
     rows = keys.num_rows
     eps = keys.column("eps_id").cast(pa.string())
-    pairs = pa.table({"e": eps, "t": keys.column("t"), "n": keys.column("t")}).group_by(
-        ["e", "t"]).aggregate([("n", "count")])
+    pairs = (
+        pa.table({"e": eps, "t": keys.column("t"), "n": keys.column("t")})
+        .group_by(["e", "t"])
+        .aggregate([("n", "count")])
+    )
     if pairs.num_rows != rows:
         repeated = pairs.filter(pc.greater(pairs.column("n_count"), 1))
         dup = repeated.column("e")[0].as_py()

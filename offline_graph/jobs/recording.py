@@ -90,7 +90,10 @@ class Step(NamedTuple):
 
 
 def episode_steps(
-    env: gym.Env, policy: Policy, env_seed: int, edge_dim: int | None,
+    env: gym.Env,
+    policy: Policy,
+    env_seed: int,
+    edge_dim: int | None,
     mask_key: str | None = None,
 ) -> Iterator[Step]:
     """The steps of one episode of ``policy`` in ``env`` reset with ``env_seed``.
@@ -111,15 +114,23 @@ def episode_steps(
 
 
 def run_episode(
-    env: gym.Env, policy: Policy, env_seed: int, edge_dim: int | None,
+    env: gym.Env,
+    policy: Policy,
+    env_seed: int,
+    edge_dim: int | None,
     mask_key: str | None = None,
 ) -> tuple[list[GraphDict], list[int], list[float], bool, bool]:
     """One episode (see :func:`episode_steps`): observations (T+1), actions, rewards,
     terminated, truncated."""
     steps = list(episode_steps(env, policy, env_seed, edge_dim, mask_key))
     last = steps[-1]
-    return ([s.obs for s in steps] + [last.next_obs], [s.action for s in steps],
-            [s.reward for s in steps], last.terminated, last.truncated)
+    return (
+        [s.obs for s in steps] + [last.next_obs],
+        [s.action for s in steps],
+        [s.reward for s in steps],
+        last.terminated,
+        last.truncated,
+    )
 
 
 def load_user_policy(spec: str) -> Policy:
@@ -187,8 +198,9 @@ def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -
         policy = policy_for(env, job.policy, job.epsilon, rng)
         obs, acts, rews, term, trunc = run_episode(env, policy, env_seed, edge_dim, mask_key)
         items.append(
-            encode_episode(obs, acts, rews, terminated=term, truncated=trunc,
-                           episode_id=f"s{job.seed}-e{i:07d}")
+            encode_episode(
+                obs, acts, rews, terminated=term, truncated=trunc, episode_id=f"s{job.seed}-e{i:07d}"
+            )
         )
         returns.append(sum(rews))
         steps += len(acts)
@@ -196,17 +208,31 @@ def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -
             progress(1)
     env.close()
     table = pa.table({"item": pa.array(items, pa.binary())})
-    meta = make_metadata("episodes", env=job.env, policy=job.policy, epsilon=job.epsilon,
-                         seed=job.seed, **({"mask_key": mask_key} if mask_key else {}),
-                         **({"env_config": job.env_config} if job.env_config else {}))
+    meta = make_metadata(
+        "episodes",
+        env=job.env,
+        policy=job.policy,
+        epsilon=job.epsilon,
+        seed=job.seed,
+        **({"mask_key": mask_key} if mask_key else {}),
+        **({"env_config": job.env_config} if job.env_config else {}),
+    )
     table = table.replace_schema_metadata(meta)
     pq.write_table(table, job.output, compression="zstd")
     return {"file": job.output, "episodes": len(items), "transitions": steps, "returns": returns}
 
 
 def plan_jobs(
-    *, env: str, env_config: dict | None, policy: str, epsilon: float, seed: int,
-    episodes: int, episodes_per_file: int, output: str, mask_key: str | None = DEFAULT_MASK_KEY,
+    *,
+    env: str,
+    env_config: dict | None,
+    policy: str,
+    epsilon: float,
+    seed: int,
+    episodes: int,
+    episodes_per_file: int,
+    output: str,
+    mask_key: str | None = DEFAULT_MASK_KEY,
 ) -> list[RecordJob]:
     """Split ``episodes`` into files of at most ``episodes_per_file``."""
     os.makedirs(output, exist_ok=True)
@@ -214,8 +240,19 @@ def plan_jobs(
     for first in range(0, episodes, episodes_per_file):
         last = min(first + episodes_per_file, episodes)
         name = f"episodes-{first:07d}-{last - 1:07d}.parquet"
-        jobs.append(RecordJob(env, dict(env_config or {}), policy, epsilon, seed, first, last,
-                              os.path.join(output, name), mask_key))
+        jobs.append(
+            RecordJob(
+                env,
+                dict(env_config or {}),
+                policy,
+                epsilon,
+                seed,
+                first,
+                last,
+                os.path.join(output, name),
+                mask_key,
+            )
+        )
     return jobs
 
 

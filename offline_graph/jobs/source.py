@@ -52,13 +52,16 @@ def episode_source(scan: FileScan, rows_per_task: int, batch_rows: int) -> Any:
         def estimate_inmemory_data_size(self) -> int:
             return sum(u[3] for u in units)
 
-        def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
-                           data_context: Any = None) -> list[Any]:
+        def get_read_tasks(
+            self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
+        ) -> list[Any]:
             return [
-                ReadTask(functools.partial(read, path, groups),
-                         BlockMetadata(num_rows=rows, size_bytes=int(size), input_files=(path,),
-                                       exec_stats=None),
-                         schema=schema, per_task_row_limit=per_task_row_limit)
+                ReadTask(
+                    functools.partial(read, path, groups),
+                    BlockMetadata(num_rows=rows, size_bytes=int(size), input_files=(path,), exec_stats=None),
+                    schema=schema,
+                    per_task_row_limit=per_task_row_limit,
+                )
                 for path, groups, rows, size in units
             ]
 

@@ -116,7 +116,6 @@ class GraphOfflineAlgorithm(Algorithm):
             )
         super().set_state({k: v for k, v in state.items() if k != COMPONENT_LEARNER_GROUP})
 
-
     @override(Algorithm)
     def cleanup(self) -> None:
         super().cleanup()

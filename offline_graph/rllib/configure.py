@@ -81,13 +81,10 @@ def configure(
     kind = scan.kind if scan is not None else None
     if kind == "transitions" and cfg.input_read_episodes:
         problems.append(
-            "offline_data(input_read_episodes=...) must be False for converted transition "
-            "rows (found True)"
+            "offline_data(input_read_episodes=...) must be False for converted transition rows (found True)"
         )
     if kind == "episodes" and not cfg.input_read_episodes:
-        problems.append(
-            "offline_data(input_read_episodes=...) must be True for episode files (found False)"
-        )
+        problems.append("offline_data(input_read_episodes=...) must be True for episode files (found False)")
     if kind == "transitions" and float(getattr(cfg, "beta", 0.0) or 0.0) > 0.0:
         rows_gamma = scan.metadata.get("gamma") if scan is not None else None
         if rows_gamma is not None and abs(float(rows_gamma) - float(cfg.gamma)) > 1e-12:
@@ -120,8 +117,11 @@ def configure(
                 f"by reason: {dict(scan.rejected)}). First error: "
                 f"{next(iter(scan.examples.values()))}"
             )
-        logger.warning("configure: skipped %d unusable input file(s): %s",
-                       sum(scan.rejected.values()), dict(scan.rejected))
+        logger.warning(
+            "configure: skipped %d unusable input file(s): %s",
+            sum(scan.rejected.values()),
+            dict(scan.rejected),
+        )
         cfg.offline_data(input_=scan.files)
     settings = GraphSettings(
         on_error=on_error,

@@ -174,7 +174,9 @@ def module_device(module: Any) -> Any:
 
 
 def obs_batch(
-    observations: Sequence[GraphDict], edge_dim: int | None, device: Any = None,
+    observations: Sequence[GraphDict],
+    edge_dim: int | None,
+    device: Any = None,
     mask_level: str | None = None,
 ) -> dict:
     """``{Columns.OBS: {x, edge_index, [edge_attr], batch, ptr, [action_mask]}}`` torch
@@ -185,9 +187,7 @@ def obs_batch(
 
     batched = collate(GraphColumns.from_graphs(list(observations), edge_dim, mask_level))
     return {
-        Columns.OBS: {
-            k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batched.items()
-        }
+        Columns.OBS: {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batched.items()}
     }
 
 
@@ -242,14 +242,18 @@ def evaluate_module(
     if torch_threads is not None:
         torch.set_num_threads(int(torch_threads))
     try:
-        return _evaluate_module(module, env, int(episodes), int(seed), num_envs, env_config,
-                                mask_key)
+        return _evaluate_module(module, env, int(episodes), int(seed), num_envs, env_config, mask_key)
     finally:
         torch.set_num_threads(threads)
 
 
 def _evaluate_module(
-    module: Any, env: EnvArg, episodes: int, seed: int, num_envs: int, env_config: dict | None,
+    module: Any,
+    env: EnvArg,
+    episodes: int,
+    seed: int,
+    num_envs: int,
+    env_config: dict | None,
     mask_key: str | None,
 ) -> dict[str, Any]:
     if hasattr(module, "eval"):

@@ -108,8 +108,7 @@ class GraphEncoder(nn.Module):
         self.out_dim = hidden * POOLS[pool]
         self.inp = nn.Linear(in_dim, hidden)
         self.convs = nn.ModuleList(
-            NodeLinear(hidden) if bag_of_nodes else make_conv(conv, hidden, edge_dim)
-            for _ in range(layers)
+            NodeLinear(hidden) if bag_of_nodes else make_conv(conv, hidden, edge_dim) for _ in range(layers)
         )
 
     def forward(self, obs: dict[str, torch.Tensor]) -> GraphEncoding:

@@ -54,9 +54,7 @@ def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[
     if cfg["conv"] not in CONVS:
         raise ConfigError(f"{_WHERE}: 'conv' must be one of {CONVS} (found {cfg['conv']!r}).")
     if cfg["pool"] not in POOLS:
-        raise ConfigError(
-            f"{_WHERE}: 'pool' must be one of {tuple(POOLS)} (found {cfg['pool']!r})."
-        )
+        raise ConfigError(f"{_WHERE}: 'pool' must be one of {tuple(POOLS)} (found {cfg['pool']!r}).")
     if cfg["conv"] == "gine" and edge_dim is None and not bag:
         raise ConfigError(
             f"{_WHERE}: 'conv' must not be 'gine' when the observation space has no edge "
@@ -160,13 +158,9 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             edge_dim,
             bag_of_nodes=cfg["bag_of_nodes"],
         )
-        self._pi_head = build_policy_head(
-            self.action_space, self._encoder, cfg["head_hidden"], edge_dim
-        )
+        self._pi_head = build_policy_head(self.action_space, self._encoder, cfg["head_hidden"], edge_dim)
         # On inference-only copies (EnvRunners) TorchRLModule deletes it again after setup().
-        self._vf_head = (
-            mlp(self._encoder.out_dim, cfg["head_hidden"], 1) if cfg["value_head"] else None
-        )
+        self._vf_head = mlp(self._encoder.out_dim, cfg["head_hidden"], 1) if cfg["value_head"] else None
 
     def encode(self, batch: dict[str, Any]) -> GraphEncoding:
         """Run the graph encoder on ``batch[Columns.OBS]``."""

@@ -85,9 +85,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         # spec with the spaces filled in; ``config.rl_module_spec`` has none. In-process use
         # (tests, benchmarks) gets one built from the spaces.
         if kwargs.get("module_spec") is None:
-            kwargs["module_spec"] = config.get_multi_rl_module_spec(
-                spaces={DEFAULT_MODULE_ID: spaces}
-            )
+            kwargs["module_spec"] = config.get_multi_rl_module_spec(spaces={DEFAULT_MODULE_ID: spaces})
         super().__init__(config=config, spaces=spaces, module_state=module_state, **kwargs)
         self.episode_buffer = None  # type: ignore[assignment]  # self.buffer replaces it
         # config.build_learner_connector always returns a pipeline (typed as a ConnectorV2).
@@ -115,8 +113,13 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         items, paths = batch_columns(batch)
         call_stats = ReadStats()
         parts = read_transitions(
-            items, paths, self.spec, self.gamma,
-            on_error=self.settings.on_error, seen_ids=self._seen_ids, stats=call_stats,
+            items,
+            paths,
+            self.spec,
+            self.gamma,
+            on_error=self.settings.on_error,
+            seen_ids=self._seen_ids,
+            stats=call_stats,
         )
         log_rejections(call_stats, "GraphOfflinePreLearner")
         self.stats.merge(call_stats)
@@ -164,4 +167,3 @@ def _empty_table(spec: EpisodeSpec) -> pa.Table:
     schema = transition_schema(spec)
     keep = {"actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets"}
     return schema.empty_table().select([n for n in schema.names if n in keep])
-

@@ -72,8 +72,7 @@ class SelectionHead(nn.Module):
     normalized log-probabilities in the ``[B, M]`` layout of :class:`TorchChoiceCategorical`.
     """
 
-    def __init__(self, level: str, node_dim: int, graph_dim: int, edge_dim: int | None,
-                 head_hidden: int):
+    def __init__(self, level: str, node_dim: int, graph_dim: int, edge_dim: int | None, head_hidden: int):
         super().__init__()
         self.level = level
         self.edge_dim = edge_dim if level == "edge" else None

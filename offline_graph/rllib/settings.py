@@ -50,8 +50,6 @@ def read_settings(config: Any, where: str) -> GraphSettings:
         )
     on_error = raw.get("on_error", "raise")
     if on_error not in ("raise", "skip"):
-        raise ConfigError(
-            f"{where}: on_error must be 'raise' or 'skip' (found {on_error!r})."
-        )
+        raise ConfigError(f"{where}: on_error must be 'raise' or 'skip' (found {on_error!r}).")
     # Configs saved before GraphSettings lost its (never settable) module_id still load.
     return GraphSettings(**{k: v for k, v in raw.items() if k != "module_id"})
