@@ -22,16 +22,8 @@ def test_collated_batch_on_cuda_gives_the_cpu_logits():
     graphs = [graph_to_dict(env.step(0)[0], env.edge_dim) for _ in range(32)]
     cols = GraphColumns.from_graphs(graphs, env.edge_dim)
     n = len(graphs)
-    tr = Transitions(
-        cols,
-        np.zeros(n, np.int64),
-        np.zeros(n, np.float32),
-        np.zeros(n, bool),
-        np.zeros(n, bool),
-        np.zeros(n, np.float32),
-        np.zeros(n, np.int32),
-        ["e"],
-        np.arange(n),
+    tr = Transitions.from_steps(
+        cols, np.zeros(n, np.int64), np.zeros(n), np.array([n]), [True], [False], ["e"], 1.0
     )
     batch = GraphCollateFn()(tr.to_arrow(columns=["actions", "x", "edge_index", "edge_attr"]))
     obs_cpu = {k.split("/")[-1]: v for k, v in batch.items() if "/obs/" in k}

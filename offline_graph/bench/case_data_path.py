@@ -280,16 +280,8 @@ def case_collate(ctx: BenchContext) -> list[Row]:
             idx = rng.integers(0, len(graphs), B)
             cols = graphs.take(idx)
             n = len(idx)
-            table = Transitions(
-                cols,
-                np.zeros(n, np.int64),
-                np.zeros(n, np.float32),
-                np.zeros(n, bool),
-                np.zeros(n, bool),
-                np.zeros(n, np.float32),
-                np.zeros(n, np.int32),
-                ["e"],
-                np.zeros(n, np.int64),
+            table = Transitions.from_steps(
+                cols, np.zeros(n, np.int64), np.zeros(n), np.array([n]), [True], [False], ["e"], 1.0
             ).to_arrow(columns=["actions", "x", "edge_index", "edge_attr"])
             data = [
                 Data(
