@@ -19,6 +19,7 @@ COMMANDS = {
     "evaluate": "evaluate a saved checkpoint in the env",
     "bench": "benchmark the graph data path against RLlib's stock padded path",
     "experiment": "the learning-quality table: BC / MARWIL / bag of nodes over seeds, one PNG",
+    "migrate": "migrate padded RLlib Repeated recordings into ragged episode files",
 }
 
 MODULES = {"inspect": "inspect_data"}
