@@ -20,6 +20,7 @@ JOBS = {
     "evaluate": "Config",
     "bench": "Args",
     "experiment": "Config",
+    "migrate": "Config",
 }
 
 
