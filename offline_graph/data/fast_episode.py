@@ -10,9 +10,16 @@ observation. Value checks (finite, index ranges, actions, rewards) are the same 
 functions as the full path, run once per episode (``fast_episode``) or once per block
 (``fast_block``).
 
+Every layout :mod:`offline_graph.data.codec` reads takes this path: observation dicts or
+``GraphInstance`` triples (whose ``edge_links [E, 2]``, int32 or int64, are already the
+edge-major pairs we store: joined without a gather), ``to_numpy()`` episodes (split into
+per-step maps by the decoder), actions and rewards as lists of Python numbers, of numpy
+scalars or 0-d arrays of one dtype (joined at once), or as arrays. The common layout (dicts,
+Python numbers) runs exactly the per-block work it ran before the others were added.
+
 Anything unusual (another dtype, a missing key, a list where a dict belongs, an unfinished
-episode, wrong lengths; for a block also any failed value check or a repeated episode id)
-returns None; the caller then runs the full path
+episode, wrong lengths, layouts mixed within a block; for a block also any failed value check
+or a repeated episode id) returns None; the caller then runs the full path
 (:func:`offline_graph.data.validation.validate_episode`, episode by episode), which names the exact
 problem or skips and counts exactly the bad episodes.
 """
@@ -69,63 +76,53 @@ def _join(maps: list[Any], dtype: np.dtype, count: int) -> np.ndarray | None:
     return np.frombuffer(data, dtype=dtype)
 
 
-def scalar_column(values: Sequence[Any]) -> np.ndarray:
+def scalar_column(values: Any) -> np.ndarray:
     """T actions or rewards as a 1-D array. Raw decoding leaves numpy scalars (what
-    ``add_env_step(action=np.argmax(...))`` stores) as msgpack-numpy maps
-    ``{b"nd": False, b"type", b"data"}``: one dtype is joined at once, mixed ones decoded each."""
-    if not values or not isinstance(values[0], dict):
+    ``add_env_step(action=np.argmax(...))`` stores) and 0-d arrays as msgpack-numpy maps
+    (``{b"nd": False, b"type", b"data"}``, ``{b"nd": True, b"shape": (), ...}``): one dtype
+    is joined at once, mixed ones decoded each. An array (a whole column) is returned as is."""
+    if isinstance(values, np.ndarray):
+        return values
+    if not len(values) or not isinstance(values[0], dict):
         return np.asarray(values)
-    if all(isinstance(v, dict) and v.get(b"nd") is False for v in values):
-        types = {v[b"type"] for v in values}
-        if len(types) == 1 and isinstance(descr := next(iter(types)), str):
-            dtype = np.dtype(descr)
-            joined = _join(list(values), dtype, len(values))
+    try:
+        kinds = {(v[b"type"], v.get(b"shape") or ()) for v in values}
+    except (TypeError, KeyError, AttributeError):  # not all maps, or unhashable fields
+        kinds = set()
+    if len(kinds) == 1:
+        descr, shape = next(iter(kinds))
+        if isinstance(descr, str) and shape == ():
+            joined = _join(list(values), np.dtype(descr), len(values))
             if joined is not None:
                 return joined
     return np.asarray([mnp.decode(v) if isinstance(v, dict) else v for v in values])
 
 
+def _scalars(columns: list[Any]) -> np.ndarray:
+    """The actions (rewards) of several episodes as one column: lists (recorded step by step)
+    are joined as one list, arrays (a constructor's or ``to_numpy``'s) per episode."""
+    if all(isinstance(c, (list, tuple)) for c in columns):
+        flat: list[Any] = []
+        for c in columns:
+            flat += c
+        return scalar_column(flat)
+    return np.concatenate([scalar_column(c) for c in columns])
+
+
 _X, _EI, _EA, _MASK = (operator.itemgetter(k) for k in ("x", "edge_index", "edge_attr", "action_mask"))
+_NODES, _EDGES, _LINKS = (operator.itemgetter(i) for i in range(3))  # GraphInstance order
+_EDGE_LINK_TYPES = (np.dtype(np.int64), np.dtype(np.int32))
 
 
-def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | None:
-    """The observations ``obs`` (raw maps) as columns, or None if anything is unusual.
-
-    ``edge_index`` is built edge-major (``[sumE, 2]`` contiguous, exposed as its ``[2, sumE]``
-    transpose view) so that the Arrow row layout needs no second copy.
-    """
-    try:
-        if set(map(len, obs)) != {(2 if spec.edge_dim is None else 3) + masked}:
-            return None
-        xm = list(map(_X, obs))
-        em = list(map(_EI, obs))
-        am = list(map(_EA, obs)) if spec.edge_dim is not None else None
-        mm = list(map(_MASK, obs)) if masked else None
-        xs = _shapes(xm, 2, _F32)
-        es = _shapes(em, 2, _I64)
-        as_ = _shapes(am, 2, _F32) if am is not None else None
-        ms = _shapes(mm, 1, _BOOL) if mm is not None else None
-    except (TypeError, KeyError, AttributeError, ValueError):
+def _dict_edges(em: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(edge-major pairs [sumE, 2], edges per graph) from ``edge_index`` maps [2, E]."""
+    es = _shapes(em, 2, _I64)
+    if es is None or (es[:, 0] != 2).any():
         return None
-    if xs is None or es is None or (am is not None and as_ is None):
-        return None
-    if mm is not None and ms is None:
-        return None
-    if (xs[:, 1] != spec.num_features).any() or (xs[:, 0] < 1).any() or (es[:, 0] != 2).any():
-        return None
-    num_nodes, num_edges = xs[:, 0], es[:, 1]
-    if as_ is not None and ((as_[:, 0] != num_edges).any() or (as_[:, 1] != spec.edge_dim).any()):
-        return None
-    total_n, total_e = int(num_nodes.sum()), int(num_edges.sum())
-    x = _join(xm, _F32, total_n * spec.num_features)
+    num_edges = es[:, 1]
+    total_e = int(num_edges.sum())
     flat = _join(em, _I64, 2 * total_e)
-    edge_attr = None
-    if am is not None:
-        edge_attr = _join(am, _F32, total_e * int(spec.edge_dim))  # type: ignore[arg-type]
-        if edge_attr is None:
-            return None
-        edge_attr = edge_attr.reshape(total_e, int(spec.edge_dim))  # type: ignore[arg-type]
-    if x is None or flat is None:
+    if flat is None:
         return None
     edge_ptr = counts_to_ptr(num_edges)
     # Each observation's edge_index is [2, E_g] row-major: E_g sources, then E_g targets, so
@@ -134,8 +131,101 @@ def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | N
     pairs = np.empty((total_e, 2), np.int64)
     pairs[:, 0] = flat[src_pos]
     pairs[:, 1] = flat[src_pos + np.repeat(num_edges, num_edges)]
+    return pairs, num_edges
+
+
+def _instance_edges(lm: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(pairs [sumE, 2], edges per graph) from ``GraphInstance.edge_links`` maps [E, 2] (int32
+    or int64, nil for a graph without edges): already edge-major, joined as they are."""
+    keep = [m is not None for m in lm]
+    present = lm if all(keep) else [m for m in lm if m is not None]
+    num_edges = np.zeros(len(lm), np.int64)
+    if not present:
+        return np.zeros((0, 2), np.int64), num_edges
+    types = {m[b"type"] for m in present}
+    dtype = np.dtype(types.pop()) if len(types) == 1 else None
+    if dtype not in _EDGE_LINK_TYPES:
+        return None
+    shapes = _shapes(present, 2, dtype)  # type: ignore[arg-type]
+    if shapes is None or (shapes[:, 1] != 2).any():
+        return None
+    num_edges[np.asarray(keep)] = shapes[:, 0]
+    flat = _join(present, dtype, 2 * int(shapes[:, 0].sum()))  # type: ignore[arg-type]
+    if flat is None:
+        return None
+    return flat.reshape(-1, 2).astype(np.int64, copy=False), num_edges
+
+
+def _features(maps: list[Any], num_edges: np.ndarray, dim: int) -> np.ndarray | None:
+    """``edge_attr`` [sumE, dim] from maps [E_g, dim] (None if any is unusual)."""
+    if not maps:
+        return np.zeros((0, dim), np.float32)
+    shapes = _shapes(maps, 2, _F32)
+    if shapes is None or (shapes[:, 0] != num_edges).any() or (shapes[:, 1] != dim).any():
+        return None
+    out = _join(maps, _F32, int(num_edges.sum()) * dim)
+    return None if out is None else out.reshape(-1, dim)
+
+
+def _instance_features(am: list[Any], num_edges: np.ndarray, dim: int | None) -> np.ndarray | None | bool:
+    """``GraphInstance.edges``: nil is allowed for graphs without edges (gymnasium writes
+    ``edges=None, edge_links=None`` there). False if anything is unusual."""
+    keep = np.fromiter((m is not None for m in am), bool, len(am))
+    if dim is None:
+        return None if not keep.any() else False
+    if not keep.all():
+        if num_edges[~keep].any():
+            return False
+        am, num_edges = [m for m in am if m is not None], num_edges[keep]
+    out = _features(am, num_edges, dim)
+    return False if out is None else out
+
+
+def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | None:
+    """The observations ``obs`` (raw maps: dicts, or ``GraphInstance`` triples) as columns, or
+    None if anything is unusual.
+
+    ``edge_index`` is built edge-major (``[sumE, 2]`` contiguous, exposed as its ``[2, sumE]``
+    transpose view) so that the Arrow row layout needs no second copy.
+    """
+    edge_attr: np.ndarray | None | bool = None
+    mm = None
+    try:
+        if isinstance(obs[0], dict):
+            if set(map(len, obs)) != {(2 if spec.edge_dim is None else 3) + masked}:
+                return None
+            xm = list(map(_X, obs))
+            edges = _dict_edges(list(map(_EI, obs)))
+            if edges is not None and spec.edge_dim is not None:
+                edge_attr = _features(list(map(_EA, obs)), edges[1], spec.edge_dim)
+                edge_attr = False if edge_attr is None else edge_attr
+            mm = list(map(_MASK, obs)) if masked else None
+        else:
+            if set(map(len, obs)) != {3}:
+                return None
+            xm = list(map(_NODES, obs))
+            edges = _instance_edges(list(map(_LINKS, obs)))
+            if edges is not None:
+                edge_attr = _instance_features(list(map(_EDGES, obs)), edges[1], spec.edge_dim)
+        xs = _shapes(xm, 2, _F32)
+        ms = _shapes(mm, 1, _BOOL) if mm is not None else None
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError):
+        return None
+    if xs is None or edges is None or edge_attr is False or (mm is not None and ms is None):
+        return None
+    if (xs[:, 1] != spec.num_features).any() or (xs[:, 0] < 1).any():
+        return None
+    pairs, num_edges = edges
+    num_nodes = xs[:, 0]
+    x = _join(xm, _F32, int(num_nodes.sum()) * spec.num_features)
+    if x is None:
+        return None
     graphs = GraphColumns(
-        x.reshape(total_n, spec.num_features), counts_to_ptr(num_nodes), pairs.T, edge_ptr, edge_attr
+        x.reshape(-1, spec.num_features),
+        counts_to_ptr(num_nodes),
+        pairs.T,
+        counts_to_ptr(num_edges),
+        edge_attr,  # type: ignore[arg-type]
     )
     if spec.action_level is not None:
         counts = np.diff(graphs.choice_ptr(spec.action_level))
@@ -152,19 +242,19 @@ def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | N
 
 
 def _usable(raw: RawEpisode) -> bool:
-    """An ended episode with T >= 1 steps and list-typed T actions, T rewards, T+1 obs
-    (tuples: ``decode_state(raw_arrays=True)`` decodes msgpack arrays as tuples)."""
-    obs, actions, rewards = raw.observations, raw.actions, raw.rewards
+    """An ended episode with T >= 1 steps and T actions, T rewards (lists, or 1-D arrays),
+    T+1 obs (tuples: ``decode_state(raw_arrays=True)`` decodes msgpack arrays as tuples)."""
+    obs = raw.observations
     if not (raw.terminated or raw.truncated) or not isinstance(obs, (list, tuple)):
         return False
     num_t = len(obs) - 1
-    return (
-        num_t >= 1
-        and isinstance(actions, (list, tuple))
-        and isinstance(rewards, (list, tuple))
-        and len(actions) == num_t
-        and len(rewards) == num_t
-    )
+    return num_t >= 1 and _column_of(raw.actions, num_t) and _column_of(raw.rewards, num_t)
+
+
+def _column_of(values: Any, num_t: int) -> bool:
+    if isinstance(values, np.ndarray):
+        return values.ndim == 1 and len(values) == num_t
+    return isinstance(values, (list, tuple)) and len(values) == num_t
 
 
 def _masked(obs: list[Any], spec: EpisodeSpec) -> bool:
@@ -198,6 +288,7 @@ def fast_episode(
         rewards=rews.astype(np.float32, copy=False),
         terminated=raw.terminated,
         truncated=raw.truncated and not raw.terminated,
+        t_started=raw.t_started,
     )
 
 
@@ -227,20 +318,16 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
         return None
     steps: list[Any] = []
     finals: list[Any] = []
-    actions: list[Any] = []
-    rewards: list[Any] = []
     for r in raws:
         steps += r.observations[:-1]
         finals.append(r.observations[-1])
-        actions += r.actions
-        rewards += r.rewards
     masked = _masked(steps, spec)
     graphs = _graphs(steps, spec, masked)
     last = _graphs(finals, spec, masked)
     if graphs is None or last is None:
         return None
-    acts = scalar_column(actions)
-    rews = scalar_column(rewards)
+    acts = _scalars([r.actions for r in raws])
+    rews = _scalars([r.rewards for r in raws])
     if not (values_ok(graphs) and values_ok(last)):
         return None
     try:
@@ -256,4 +343,5 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
         [r.truncated and not r.terminated for r in raws],
         ids,
         gamma,
+        t_started=np.fromiter((r.t_started for r in raws), np.int64, len(raws)),
     )

@@ -70,6 +70,7 @@ class Transitions:
             [e.truncated for e in episodes],
             [e.id for e in episodes],
             gamma,
+            t_started=np.fromiter((e.t_started for e in episodes), np.int64, len(episodes)),
         )
 
     @classmethod
@@ -83,10 +84,12 @@ class Transitions:
         truncated: Sequence[bool],
         episode_ids: Sequence[str],
         gamma: float,
+        t_started: np.ndarray | None = None,
     ) -> "Transitions":
         """Whole episodes given step by step (``lengths[i]`` steps of episode i, in order: its
         observations, actions, rewards) and per episode how it ended -> transitions with the
-        per-step bookkeeping (end flags on the last step, returns-to-go with ``gamma``, ``t``)."""
+        per-step bookkeeping (end flags on the last step, returns-to-go with ``gamma``, ``t``:
+        ``t_started[i]``, default 0, for the first step of episode i, as RLlib counts)."""
         ptr = counts_to_ptr(lengths)
         total = int(ptr[-1])
         rewards = np.asarray(rewards).astype(np.float32)
@@ -103,7 +106,8 @@ class Transitions:
             value_targets=discounted_returns(rewards, ptr, gamma),
             episode_index=np.repeat(np.arange(len(lengths), dtype=np.int32), lengths),
             episode_ids=list(episode_ids),
-            t=np.arange(total, dtype=np.int64) - np.repeat(ptr[:-1], lengths),
+            t=np.arange(total, dtype=np.int64)
+            - np.repeat(ptr[:-1] if t_started is None else ptr[:-1] - t_started, lengths),
         )
 
     def take(self, idx: np.ndarray) -> "Transitions":

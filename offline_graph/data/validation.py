@@ -10,20 +10,24 @@ Checks, each with a short ``reason`` key used for skip-mode accounting:
 ``empty_graph``        N == 0 (empty graphs are illegal: a graph-level action needs a node)
 ``edge_index_shape``   ``edge_index`` is not integer [2, E]
 ``edge_index_range``   an edge index outside ``0..N-1``
-``edge_attr``          ``edge_attr`` missing / not [E, D] when the space has edge features,
-                       or present when it has none
+``edge_attr``          ``edge_attr`` missing / not [E, D] when the space has edge features
+                       (missing is fine for a graph without edges: gymnasium's
+                       ``GraphInstance(nodes, None, None)``), or present when it has none
 ``nonfinite``          NaN or inf in ``x`` or ``edge_attr``
 ``action``             an action outside the action space (selection spaces: outside ``0..N_t-1``
-                       / ``0..E_t-1`` of its step's graph, or above the space's limit)
+                       / ``0..E_t-1`` of its step's graph, or above the space's limit), or not
+                       an integer (a float is read when it holds one exactly: ``2.0`` is 2)
 ``action_mask``        ``action_mask`` not bool ``[N_t]`` / ``[E_t]``, present for a graph-level
                        action space, or allowing nothing on a step where an action was taken
 ``masked_action``      the recorded action is forbidden by its step's ``action_mask``
 ``too_many_choices``   a step's graph has more nodes (edges) than ``NodeAction(max_nodes)``
                        (``EdgeAction(max_edges)``) allows
-``reward``             a non-finite reward
+``reward``             a non-finite reward, or one that is not a number
 =====================  ==================================================================
 
 Every check is vectorized over the whole episode after one pass that collects shapes.
+Observations arrive as dicts: :func:`offline_graph.data.codec.decode_state` turns gymnasium
+``GraphInstance`` rows into dicts and drops lookback steps (see its module doc).
 """
 
 from __future__ import annotations
@@ -33,9 +37,12 @@ from typing import Any
 
 import numpy as np
 
+from offline_graph.data.action_checks import check_actions_rewards
 from offline_graph.data.columns import GraphColumns, counts_to_ptr, masks_or_allowed
 from offline_graph.data.codec import RawEpisode
 from offline_graph.data.errors import GraphValidationError, where
+
+__all__ = ["Episode", "EpisodeSpec", "check_actions_rewards", "check_values", "validate_episode", "values_ok"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,8 @@ class Episode:
     rewards: np.ndarray
     terminated: bool
     truncated: bool
+    t_started: int = 0
+    """RLlib's timestep of the first step (non-zero for a later chunk of a cut episode)."""
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -104,7 +113,8 @@ def validate_episode(
             raise _fail(
                 "obs_type",
                 f"{ctx(t, 'observations')}: observation must be a dict with keys 'x' and "
-                f"'edge_index' (found {found}). Store graphs as offline_graph.graph_to_dict().",
+                f"'edge_index' or a gymnasium GraphInstance (found {found}). Store graphs as "
+                "offline_graph.graph_to_dict() or GraphInstance(nodes, edges, edge_links).",
             )
     xs = [np.asarray(o["x"]) for o in obs]
     eis = [np.asarray(o["edge_index"]) for o in obs]
@@ -127,16 +137,19 @@ def validate_episode(
             raise _fail(
                 "edge_index_shape",
                 f"{ctx(t, 'edge_index')}: edge_index must be integer [2, E] (PyG order) "
-                f"(found {ei.dtype} {list(ei.shape)}). GraphInstance.edge_links [E, 2] must "
-                "be transposed; use offline_graph.graph_to_dict().",
+                f"(found {ei.dtype} {list(ei.shape)}). A dict's edge_index is "
+                "GraphInstance.edge_links [E, 2] transposed (a GraphInstance's edge_links are read "
+                "so); use offline_graph.graph_to_dict().",
             )
     edge_attr = None
     if spec.edge_dim is not None:
         eas = []
         for t, o in enumerate(obs):
             ea = o.get("edge_attr")
-            ea = None if ea is None else np.asarray(ea)
             num_e = eis[t].shape[1]
+            if ea is None and num_e == 0:  # no edges, no edge features to give
+                ea = np.zeros((0, spec.edge_dim), np.float32)
+            ea = None if ea is None else np.asarray(ea)
             if ea is None or ea.shape != (num_e, spec.edge_dim) or ea.dtype.kind != "f":
                 found = "missing" if ea is None else f"{ea.dtype} {list(ea.shape)}"
                 raise _fail(
@@ -171,6 +184,7 @@ def validate_episode(
         rewards=rewards.astype(np.float32, copy=False),
         terminated=raw.terminated,
         truncated=raw.truncated and not raw.terminated,
+        t_started=raw.t_started,
     )
 
 
@@ -260,98 +274,3 @@ def check_values(graphs: GraphColumns, ctx: Any) -> None:
                 f"{int(limit[j])} (found edge {graphs.edge_index[:, j].tolist()}). "
                 "edge_index holds local node indices of its own graph.",
             )
-
-
-def check_actions_rewards(
-    actions: np.ndarray, rewards: np.ndarray, spec: EpisodeSpec, ctx: Any, graphs: GraphColumns
-) -> None:
-    """Actions are in the action space (selection spaces: in their step's graph and allowed by
-    its mask, see ``graphs``), rewards are finite."""
-    if spec.action_level is None:
-        _check_discrete_actions(actions, spec, ctx)
-    else:
-        _check_selection_actions(actions, spec, ctx, graphs)
-    if rewards.dtype.kind not in "fiub" or not np.isfinite(rewards.astype(np.float64)).all():
-        t = int(np.argmax(~np.isfinite(rewards.astype(np.float64)))) if rewards.dtype.kind in "fiub" else None
-        raise _fail(
-            "reward",
-            f"{ctx(t, 'rewards')}: rewards must be finite numbers (found "
-            f"{rewards[t] if t is not None else rewards.dtype}). Clean the recorder.",
-        )
-
-
-def _check_discrete_actions(actions: np.ndarray, spec: EpisodeSpec, ctx: Any) -> None:
-    if actions.ndim != 1 or actions.dtype.kind not in "iu":
-        raise _fail(
-            "action",
-            f"{ctx(None, 'actions')}: actions must be integers [T] for Discrete("
-            f"{spec.num_actions}) (found {actions.dtype} {list(actions.shape)}). "
-            "Record the action index the env received.",
-        )
-    bad = (actions < 0) | (actions >= spec.num_actions)
-    if bad.any():
-        t = int(np.argmax(bad))
-        raise _fail(
-            "action",
-            f"{ctx(t, 'actions')}: action must be in 0..{spec.num_actions - 1} (found "
-            f"{int(actions[t])}). The action space is Discrete({spec.num_actions}).",
-        )
-
-
-def _check_selection_actions(actions: np.ndarray, spec: EpisodeSpec, ctx: Any, graphs: GraphColumns) -> None:
-    level = spec.action_level
-    space = f"{'NodeAction(max_nodes' if level == 'node' else 'EdgeAction(max_edges'}={spec.num_actions})"
-    size = "N" if level == "node" else "E"
-    if actions.ndim != 1 or actions.dtype.kind not in "iu":
-        raise _fail(
-            "action",
-            f"{ctx(None, 'actions')}: actions must be integers [T] for {space} (found "
-            f"{actions.dtype} {list(actions.shape)}). Record the {level} index the env received.",
-        )
-    num_t = len(actions)
-    ptr = graphs.choice_ptr(level)  # type: ignore[arg-type]
-    counts = np.diff(ptr)[:num_t]
-    over = counts > spec.num_actions
-    if over.any():
-        t = int(np.argmax(over))
-        raise _fail(
-            "too_many_choices",
-            f"{ctx(t, 'x' if level == 'node' else 'edge_index')}: number of {level}s must be "
-            f"<= {spec.num_actions} for {space} (found {size}={int(counts[t])}). Raise the "
-            f"space's limit to the largest graph of the data set.",
-        )
-    bad = (actions < 0) | (actions >= counts)
-    if bad.any():
-        t = int(np.argmax(bad))
-        raise _fail(
-            "action",
-            f"{ctx(t, 'actions')}: action must be a {level} index in 0..{int(counts[t]) - 1} of "
-            f"step {t}'s graph ({size}={int(counts[t])}) (found action {int(actions[t])}). "
-            f"{space} actions index this step's {level}s"
-            + (" in the order of edge_index's columns." if level == "edge" else "."),
-        )
-    mask = graphs.mask(level)  # type: ignore[arg-type]
-    if mask is None:
-        return
-    seg = np.repeat(np.arange(num_t), counts)
-    allowed_any = np.bincount(seg, weights=mask[: ptr[num_t]], minlength=num_t) > 0
-    if not allowed_any.all():
-        t = int(np.argmin(allowed_any))
-        raise _fail(
-            "action_mask",
-            f"{ctx(t, 'action_mask')}: action_mask must allow at least one {level} on a step "
-            f"where an action is taken (found 0 of {size}={int(counts[t])} allowed, action "
-            f"{int(actions[t])}). A mask that allows nothing is legal only on an episode's "
-            "final observation.",
-        )
-    ok = mask[ptr[:num_t] + actions]
-    if not ok.all():
-        t = int(np.argmin(ok))
-        m = mask[ptr[t] : ptr[t + 1]]
-        raise _fail(
-            "masked_action",
-            f"{ctx(t, 'actions')}: action must be allowed by step {t}'s action_mask (found "
-            f"action {int(actions[t])}, forbidden; the mask allows {int(m.sum())} of "
-            f"{size}={len(m)}: {np.flatnonzero(m)[:8].tolist()}"
-            f"{'...' if m.sum() > 8 else ''}). The recorded action must be one the env allowed.",
-        )
