@@ -12,6 +12,10 @@ torch)::
     GNNModule                    PyG message-passing TorchRLModule
     GraphCollateFn               learner-side collate (Arrow rows -> PyG-batched tensors)
     NodeAction / EdgeAction      the action is a node / an edge of this step's graph (masked)
+    graph_space(F, D)            Graph(node Box(F), edge Box(D) or None); with Discrete(K),
+    parse_space / space_text     NodeAction, EdgeAction: the spaces of the compact texts
+                                 graph:F=5,D=3 / discrete:K / node:MAX / edge:MAX
+    resolve_spaces(path, ...)    a data set's spaces: metadata, env, explicit, else inferred
     evaluate_module / evaluate_policy   returns of a module / a named policy in the env
     restore_module(checkpoint)   the trained RLModule from a checkpoint (no Ray needed)
     encode_episode, graph_to_dict / dict_to_graph, collate / uncollate, FORMAT_VERSION
@@ -44,6 +48,10 @@ _EXPORTS: dict[str, str] = {
     # pure core (numpy, pyarrow)
     "NodeAction": "offline_graph.data.spaces",
     "EdgeAction": "offline_graph.data.spaces",
+    "graph_space": "offline_graph.data.space_text",
+    "parse_space": "offline_graph.data.space_text",
+    "space_text": "offline_graph.data.space_text",
+    "resolve_spaces": "offline_graph.jobs.spaces",
     "graph_to_dict": "offline_graph.data.graph",
     "dict_to_graph": "offline_graph.data.graph",
     "collate": "offline_graph.data.collate",
@@ -70,7 +78,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     )
     from offline_graph.data.format import FORMAT_VERSION
     from offline_graph.data.graph import dict_to_graph, graph_to_dict
+    from offline_graph.data.space_text import graph_space, parse_space, space_text
     from offline_graph.data.spaces import EdgeAction, NodeAction
+    from offline_graph.jobs.spaces import resolve_spaces
     from offline_graph.rllib.algorithms import GraphBC, GraphMARWIL
     from offline_graph.rllib.collate_fn import GraphCollateFn
     from offline_graph.rllib.configure import configure, data_report
@@ -109,6 +119,10 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "restore_module",
     "NodeAction",
     "EdgeAction",
+    "graph_space",
+    "parse_space",
+    "space_text",
+    "resolve_spaces",
     "graph_to_dict",
     "dict_to_graph",
     "collate",

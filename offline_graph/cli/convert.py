@@ -2,15 +2,19 @@
 
     offline-graph convert --input sample_data/expert --output /tmp/rows [--gamma 0.99]
                           [--on-error raise|skip] [--env offline_graph/Graph-v0]
+                          [--observation-space graph:F=5 --action-space discrete:3]
 
-The observation/action spaces that episodes are validated against come from ``--env``
-(any gymnasium id or ``module:Class`` with a ``spaces.Graph`` observation space). Writes
-``transitions-*.parquet`` and ``conversion_report.json`` into ``--output``.
+The observation/action spaces that episodes are validated against come from the input's
+metadata, ``--env``, ``--observation-space`` / ``--action-space``, else they are inferred from
+the data (:mod:`offline_graph.jobs.spaces`); the rows' metadata records them. Writes
+``transitions-*.parquet`` and ``_conversion_report.json`` into ``--output``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +36,15 @@ class Args:
     """raise: stop at the first bad episode; skip: drop it and count it by reason."""
     env: str | None = None
     """Env whose spaces the episodes must match (gymnasium id or module:Class; default: the
-    env named in the first input file's metadata, else offline_graph/Graph-v0)."""
+    env named in the first input file's metadata, if any; recorded in the rows' metadata)."""
     env_config: dict | None = None
     """JSON kwargs for the env (default: from the input metadata, else {})."""
+    observation_space: str | None = None
+    """Observation space as compact text, e.g. graph:F=5,D=3 or graph:F=5 (edges without
+    features). Default: the input metadata's, the env's, else inferred from the data."""
+    action_space: str | None = None
+    """Action space as compact text: discrete:K, node:MAX_NODES or edge:MAX_EDGES. Default:
+    as --observation-space."""
     workers: int | None = None
     """Concurrent conversion tasks at most (default: as many as the CPUs allow)."""
     episodes_per_batch: int = 256
@@ -53,24 +63,33 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import ray
 
-    from offline_graph.jobs.convert import ConvertConfig, convert
-    from offline_graph.data.reader import spec_from_spaces
-    from offline_graph.jobs.recording import make_env
-
+    from offline_graph.data.errors import OfflineGraphError
     from offline_graph.data.files import scan_files
-    from offline_graph.data.format import read_file_metadata
+    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.jobs.convert import REPORT_NAME, ConvertConfig, convert
+    from offline_graph.jobs.spaces import resolve_spaces
 
-    scan = scan_files(args.input, args.on_error)
-    meta = read_file_metadata(scan.files[0]) if scan.files else {}
-    env_name = args.env or meta.get("env") or "offline_graph/Graph-v0"
-    if args.env_config is not None:
-        env_config = args.env_config
-    else:
-        env_config = meta.get("env_config", {}) if not args.env else {}
-    env = make_env(env_name, env_config)
-    spec = spec_from_spaces(env.observation_space, env.action_space)
+    try:
+        scan = scan_files(args.input, args.on_error)
+        spaces = resolve_spaces(
+            scan=scan,
+            env=args.env,
+            env_config=args.env_config,
+            observation_space=args.observation_space,
+            action_space=args.action_space,
+            who="convert",
+            announce=lambda m: print(f"offline-graph convert: warning: {m}", file=sys.stderr),
+        )
+    except OfflineGraphError as err:
+        print(f"offline-graph convert: {err}", file=sys.stderr)
+        return 2
+    print(f"spaces: {spaces.describe()}")
+    meta = scan.metadata
+    spec = spec_from_spaces(spaces.observation_space, spaces.action_space)
     source: dict[str, Any] = {k: meta[k] for k in ("policy", "seed", "epsilon", "mask_key") if k in meta}
-    source.update(env=env_name, **({"env_config": env_config} if env_config else {}))
+    if spaces.env:
+        source.update(env=spaces.env, **({"env_config": spaces.env_config} if spaces.env_config else {}))
+    source.update(spaces.texts)
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
     report = convert(
@@ -95,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({report['transitions_per_s']:.0f}/s)  bytes in/out: "
         f"{report['bytes_in']}/{report['bytes_out']}"
     )
-    print(f"report: {args.output}/conversion_report.json")
+    print(f"report: {os.path.join(args.output, REPORT_NAME)}")
     return 0
 
 

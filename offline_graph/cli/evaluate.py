@@ -12,7 +12,9 @@ policies play the same seeded episodes, and the normalized score is
 algorithm with ``Algorithm.from_checkpoint(DIR)`` (needs Ray and the data; see
 :mod:`offline_graph.rllib.algorithms`).
 
-The env defaults to the one named in ``<checkpoint>/summary.json`` (written by train).
+The env defaults to the one named in ``<checkpoint>/summary.json`` (written by train); a
+module trained on data without an env needs ``--env`` (no default env is assumed), and the
+env's spaces must be the module's.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ class Config:
     seed: int = DEFAULT_EVAL_SEED
     """Evaluation seed (episode i resets the env with a seed derived from (seed, i))."""
     env: str | None = None
-    """Env id or module:ClassName (default: the env in <checkpoint>/summary.json, else
-    offline_graph/Graph-v0)."""
+    """Env id or module:ClassName (default: the env in <checkpoint>/summary.json; required
+    when none is recorded there, e.g. for data without an env, and with --policy)."""
     env_config: dict = field(default_factory=dict, metadata=arg(default=None))
     """Keyword arguments of the env, as a JSON object (default: from summary.json)."""
     num_envs: int = 16
@@ -112,6 +114,27 @@ def format_legality(ev: dict[str, Any]) -> str:
     return text
 
 
+def check_module_env(module: Any, env_name: str, env_config: dict | None) -> None:
+    """ConfigError when the env's spaces are not the module's (compared as compact text)."""
+    from offline_graph.data.space_text import space_text
+    from offline_graph.jobs.recording import make_env
+
+    env = make_env(env_name, env_config)
+    try:
+        pairs = [
+            (role, space_text(getattr(module, f"{role}_space")), space_text(getattr(env, f"{role}_space")))
+            for role in ("observation", "action")
+        ]
+    finally:
+        env.close()
+    for role, mine, theirs in pairs:
+        if mine != theirs:
+            raise ConfigError(
+                f"evaluate: the env's {role} space must be the module's (found {theirs} for "
+                f"--env {env_name}, {mine} for the module). Pass the env the data came from."
+            )
+
+
 def run(cfg: Config) -> dict[str, Any]:
     """Restore the module, evaluate it (and the baselines); returns the results."""
     from offline_graph.rllib.evaluation import (
@@ -121,15 +144,32 @@ def run(cfg: Config) -> dict[str, Any]:
         normalized_score,
         restore_module,
     )
-    from offline_graph.jobs.recording import DEFAULT_ENV
 
     summary = _summary(cfg.checkpoint)
-    env_name = cfg.env or summary.get("data", {}).get("env") or DEFAULT_ENV
+    env_name = cfg.env or summary.get("data", {}).get("env")
+    if not env_name and cfg.policy is not None:
+        raise ConfigError(
+            "evaluate: env must be given with --env for --policy (found none). A policy plays "
+            "in an env: pass --env ID or module:Class."
+        )
+    if not env_name:
+        spaces = summary.get("data", {}).get("spaces") or {}
+        trained = (
+            f"; the module's spaces are {spaces['observation_space']} / {spaces['action_space']}"
+            if spaces
+            else ""
+        )
+        raise ConfigError(
+            "evaluate: env must be given with --env or recorded in the checkpoint's summary.json "
+            f"(found neither{trained}). Pass --env ID or module:Class whose spaces match the "
+            "module; without an env, train reports offline metrics on held-out episodes."
+        )
     t = time.perf_counter()
     res: dict[str, Any] = {"env": env_name}
     if cfg.checkpoint is not None:
         res["checkpoint"] = os.path.abspath(cfg.checkpoint)
         module = restore_module(cfg.checkpoint)
+        check_module_env(module, env_name, cfg.env_config)
         res["module"] = evaluate_module(
             module,
             env_name,

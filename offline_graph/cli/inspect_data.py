@@ -31,6 +31,15 @@ class Config:
     """Fail on the first invalid row (naming file and row) instead of skipping and counting."""
     n_max: int | None = None
     """Node limit of the RLlib Repeated-style padded layout (default: the observed max N)."""
+    env: str | None = None
+    """Env whose spaces the data should have (default: the env named in the metadata)."""
+    env_config: dict | None = None
+    """JSON kwargs for the env (default: from the metadata, else {})."""
+    observation_space: str | None = None
+    """Observation space as compact text, e.g. graph:F=5,D=3 or graph:F=5 (default: the
+    metadata's, the env's, else inferred from the data)."""
+    action_space: str | None = None
+    """Action space as compact text: discrete:K, node:MAX_NODES or edge:MAX_EDGES."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,12 +60,38 @@ def parse_args(argv: list[str] | None = None) -> Config:
     return cfg
 
 
+def _spaces(cfg: Config) -> dict[str, str] | None:
+    """The data's spaces and where they came from (:mod:`offline_graph.jobs.spaces`); None
+    (with a note on stderr) when nothing pins them and they cannot be inferred."""
+    from offline_graph.jobs.spaces import resolve_spaces
+
+    given = (cfg.env, cfg.observation_space, cfg.action_space)
+    try:
+        spaces = resolve_spaces(
+            cfg.path,
+            env=cfg.env,
+            env_config=cfg.env_config,
+            observation_space=cfg.observation_space,
+            action_space=cfg.action_space,
+            on_error="raise" if cfg.strict else "skip",
+            who="inspect",
+            announce=lambda m: print(f"offline-graph inspect: warning: {m}", file=sys.stderr),
+        )
+    except OfflineGraphError as err:
+        if any(v is not None for v in given):
+            raise
+        print(f"offline-graph inspect: spaces unknown: {err}", file=sys.stderr)
+        return None
+    return {**spaces.texts, "source": spaces.source}
+
+
 def main(argv: list[str] | None = None) -> int:
     from offline_graph.data.stats import format_table, inspect_path
 
     cfg = parse_args(argv)
     try:
         summary = inspect_path(cfg.path, strict=cfg.strict, n_max=cfg.n_max)
+        summary["spaces"] = _spaces(cfg)
     except OfflineGraphError as err:
         print(str(err), file=sys.stderr)
         return 2

@@ -28,6 +28,12 @@ At the end the trained module (``algo.get_module()``, a copy taken from the lear
 and random policies play the same seeded episodes; the normalized score is
 ``100 * (module - random) / (expert - random)``. Written to ``--checkpoint DIR``: the RLlib
 checkpoint (``algo.save_to_path(DIR)``), ``learning_curve.png`` and ``summary.json``.
+
+The spaces come from the data's metadata, ``--env``, ``--observation-space`` /
+``--action-space``, else they are inferred from the data (:mod:`offline_graph.jobs.spaces`).
+With no env given or recorded, ``--holdout`` (default 0.1) of the episodes are kept out of
+training and the module's action agreement and log-likelihood on them are reported instead
+of env returns (:mod:`offline_graph.rllib.offline_metrics`).
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ from offline_graph.data.reader import OnError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 from offline_graph.rllib.settings import Conv
 
+DEFAULT_HOLDOUT = 0.1
+"""--holdout when there is no env to evaluate in."""
 Algo = Literal["bc", "marwil"]
 """The message-passing layers of :mod:`offline_graph.rllib.gnn_layers` (its ``CONVS``)."""
 
@@ -112,10 +120,23 @@ class Config:
     num_gpus_per_learner: float = 0
     """GPUs per learner (with --num-learners 0: the local learner's GPU)."""
     env: str | None = None
-    """Evaluation env id or module:ClassName (default: the env named in the data's metadata,
-    else offline_graph/Graph-v0). Its spaces are the module's spaces."""
+    """Evaluation env id or module:ClassName (default: the env named in the data's metadata;
+    none: no env evaluation, offline metrics on held-out episodes instead). Its spaces must
+    match the data's."""
     env_config: dict = field(default_factory=dict)
     """Keyword arguments of the env, as a JSON object."""
+    observation_space: str | None = None
+    """Observation space as compact text, e.g. graph:F=5,D=3 or graph:F=5 (edges without
+    features). Default: the data's metadata, the env's, else inferred from the data."""
+    action_space: str | None = None
+    """Action space as compact text: discrete:K, node:MAX_NODES or edge:MAX_EDGES. Default:
+    as --observation-space."""
+    holdout: float | None = None
+    """Fraction of episodes kept out of training, by a hash of the episode id and
+    --holdout-seed; the trained module's action agreement and log-likelihood on them are
+    reported (default: 0.1 when there is no env to evaluate in, else 0)."""
+    holdout_seed: int = 0
+    """Seed of the held-out split."""
     num_cpus: int | None = None
     """CPUs for ray.init when this script starts Ray (default: all)."""
     torch_threads: int = 1
@@ -161,6 +182,8 @@ def check_config(cfg: Config) -> None:
         raise bad("beta", ">= 0", "0 turns MARWIL into BC.")
     if cfg.num_gpus_per_learner < 0:
         raise bad("num_gpus_per_learner", ">= 0", "0 trains on CPU.")
+    if cfg.holdout is not None and not 0.0 <= cfg.holdout < 1.0:
+        raise bad("holdout", "in [0, 1)", "It is the fraction of episodes kept out of training.")
     if not os.path.exists(cfg.data):
         raise bad("data", "an existing file or directory", "Record data with offline-graph record.")
 
@@ -188,7 +211,10 @@ def run(cfg: Config) -> dict[str, Any]:
         normalized_score,
     )
     from offline_graph.data.files import scan_files
-    from offline_graph.jobs.recording import DEFAULT_ENV, DEFAULT_MASK_KEY, make_env
+    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.jobs.recording import DEFAULT_MASK_KEY, make_env
+    from offline_graph.jobs.spaces import resolve_spaces
+    from offline_graph.rllib.offline_metrics import format_metrics, holdout_metrics
     from offline_graph.rllib.configure import data_report
     from offline_graph.cli.evaluate import format_legality
 
@@ -204,13 +230,23 @@ def run(cfg: Config) -> dict[str, Any]:
             "Record episodes with `offline-graph record --output DIR`."
         )
     meta = data_metadata(files)
-    env_name = cfg.env or meta.get("env") or DEFAULT_ENV
-    if not cfg.env_config and meta.get("env_config") and not cfg.env:
-        cfg = dataclasses.replace(cfg, env_config=dict(meta["env_config"]))
+    spaces = resolve_spaces(
+        scan=scan,
+        env=cfg.env,
+        env_config=cfg.env_config or None,
+        observation_space=cfg.observation_space,
+        action_space=cfg.action_space,
+        who="train",
+        announce=lambda m: print(f"offline-graph train: warning: {m}", file=sys.stderr),
+    )
+    env_name = spaces.env
+    cfg = dataclasses.replace(cfg, env_config=dict(spaces.env_config))
+    holdout = cfg.holdout if cfg.holdout is not None else (0.0 if env_name else DEFAULT_HOLDOUT)
+    cfg = dataclasses.replace(cfg, holdout=holdout)
     mask_key = meta.get("mask_key") or DEFAULT_MASK_KEY
-    env = make_env(env_name, cfg.env_config)
-    obs_space, act_space = env.observation_space, env.action_space
-    if cfg.eval_episodes and meta.get("seed") == cfg.eval_seed:
+    env = make_env(env_name, cfg.env_config) if env_name else None
+    obs_space, act_space = spaces.observation_space, spaces.action_space
+    if env is not None and cfg.eval_episodes and meta.get("seed") == cfg.eval_seed:
         print(
             f"train: warning: --eval-seed {cfg.eval_seed} is the seed the data was recorded "
             "with; the evaluation replays training graphs.",
@@ -219,7 +255,8 @@ def run(cfg: Config) -> dict[str, Any]:
 
     side = SideSampler(files, kind, obs_space, act_space, cfg.batch_size, cfg.seed, cfg.on_error)
     print(
-        f"data: {cfg.data} ({len(files)} file(s) of {kind}, env {env_name}); "
+        f"spaces: {spaces.describe()}\n"
+        f"data: {cfg.data} ({len(files)} file(s) of {kind}, env {env_name or 'none'}); "
         f"{side.data_bytes_per_transition():.0f} payload bytes/transition over "
         f"{side.num_transitions} locally decoded transitions"
     )
@@ -272,7 +309,19 @@ def run(cfg: Config) -> dict[str, Any]:
 
     evaluation: dict[str, Any] = {}
     score = None
-    if cfg.eval_episodes:
+    offline: dict[str, Any] | None = None
+    if holdout > 0.0:
+        offline = holdout_metrics(
+            module,
+            files,
+            kind,
+            spec_from_spaces(obs_space, act_space),
+            holdout,
+            cfg.holdout_seed,
+            on_error=cfg.on_error,
+        )
+        print(format_metrics(offline))
+    if env is not None and env_name and cfg.eval_episodes:
         t = time.perf_counter()
         evaluation["module"] = evaluate_module(
             module, env_name, cfg.eval_episodes, cfg.eval_seed, env_config=cfg.env_config, mask_key=mask_key
@@ -287,7 +336,8 @@ def run(cfg: Config) -> dict[str, Any]:
             f"{r:.2f}; normalized score {fmt(score, '.1f')} (0 = random, 100 = expert); "
             f"{format_legality(evaluation['module'])}"
         )
-    env.close()
+    if env is not None:
+        env.close()
 
     curve = cfg.curve or os.path.join(cfg.checkpoint, "learning_curve.png")
     save_curve(curve, history, f"{cfg.algo} on {os.path.basename(os.path.normpath(cfg.data))}")
@@ -298,6 +348,7 @@ def run(cfg: Config) -> dict[str, Any]:
             "kind": kind,
             "files": len(files),
             "env": env_name,
+            "spaces": {**spaces.texts, "source": spaces.source},
             "metadata": meta,
             "payload_bytes_per_transition": side.data_bytes_per_transition(),
             "side_sample_transitions": side.num_transitions,
@@ -312,6 +363,7 @@ def run(cfg: Config) -> dict[str, Any]:
         "iterations": history,
         "median_transitions_per_s_after_first": float(np.median(later)) if later else None,
         "evaluation": evaluation,
+        "offline_metrics": offline,
         "normalized_score": score,
         "illegal_share": evaluation.get("module", {}).get("illegal_share"),
         "success_rate": evaluation.get("module", {}).get("success_rate"),

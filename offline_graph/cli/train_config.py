@@ -55,7 +55,13 @@ def build_config(cfg: Config, kind: str, observation_space: Any, action_space: A
         .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config=model_config))
         .debugging(seed=cfg.seed)
     )
-    return offline_graph.configure(config, on_error=cfg.on_error, seed=cfg.seed)
+    return offline_graph.configure(
+        config,
+        on_error=cfg.on_error,
+        seed=cfg.seed,
+        holdout=cfg.holdout or 0.0,
+        holdout_seed=cfg.holdout_seed,
+    )
 
 
 def quiet_ray_data() -> None:

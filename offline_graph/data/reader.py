@@ -28,18 +28,23 @@ OnError = Literal["raise", "skip"]
 
 @dataclass
 class ReadStats:
-    """Accounting: episodes/transitions read = used + rejected (per reason)."""
+    """Accounting: episodes read = used + rejected (per reason) + held out (the offline
+    metrics' split, :mod:`offline_graph.data.holdout`)."""
 
     episodes_read: int = 0
     episodes_used: int = 0
     transitions_used: int = 0
     rejected: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
+    episodes_held_out: int = 0
+    transitions_held_out: int = 0
 
     def merge(self, other: "ReadStats") -> None:
         self.episodes_read += other.episodes_read
         self.episodes_used += other.episodes_used
         self.transitions_used += other.transitions_used
+        self.episodes_held_out += other.episodes_held_out
+        self.transitions_held_out += other.transitions_held_out
         self.rejected.update(other.rejected)
         for k, v in other.examples.items():
             self.examples.setdefault(k, v)
@@ -50,6 +55,8 @@ class ReadStats:
             "episodes_used": self.episodes_used,
             "episodes_rejected": int(sum(self.rejected.values())),
             "transitions_used": self.transitions_used,
+            "episodes_held_out": self.episodes_held_out,
+            "transitions_held_out": self.transitions_held_out,
             "rejected_by_reason": dict(sorted(self.rejected.items())),
             "first_error_by_reason": dict(sorted(self.examples.items())),
         }

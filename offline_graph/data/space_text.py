@@ -8,9 +8,11 @@ Text form (``--observation-space`` / ``--action-space``, and what converted rows
     node:MAX_NODES    NodeAction(MAX_NODES): the action is a node of the step's graph
     edge:MAX_EDGES    EdgeAction(MAX_EDGES): the action is an edge of the step's graph
 
-:func:`space_text` is the inverse of :func:`parse_space`. :func:`infer_spaces` reads the spaces
-off decoded episodes (F, D, whether masks exist, the action kind; ``Discrete`` K = largest action
-+ 1; selection limits = the largest node / edge count seen), for data with no metadata and no env.
+:func:`space_text` is the inverse of :func:`parse_space`; :func:`spec_texts` gives the texts of a
+validation spec and :func:`space_code` the Python that builds a space (for messages).
+:func:`infer_spaces` reads the spaces off decoded episodes (F, D, whether masks exist, the action
+kind; ``Discrete`` K = largest action + 1; selection limits = the largest node / edge count
+seen), for data with no metadata and no env. Which source wins: :mod:`offline_graph.jobs.spaces`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from offline_graph.data.codec import RawEpisode
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import space_sizes
 from offline_graph.data.spaces import EdgeAction, NodeAction, selection_level
+from offline_graph.data.validation import EpisodeSpec
 
 Role = Literal["observation", "action"]
 _ACTIONS: dict[str, Any] = {"discrete": gym.spaces.Discrete, "node": NodeAction, "edge": EdgeAction}
@@ -88,6 +91,32 @@ def space_text(space: gym.Space) -> str:
         f"space: space must be a Graph, Discrete, NodeAction or EdgeAction (found {space!r}). "
         "Only these have a compact text form."
     )
+
+
+def spec_texts(spec: EpisodeSpec) -> dict[str, str]:
+    """``{"observation_space": ..., "action_space": ...}``: the compact texts of the spaces a
+    validation spec checks against (what converted rows record in their metadata)."""
+    observation = f"graph:F={spec.num_features}" + (f",D={spec.edge_dim}" if spec.edge_dim else "")
+    return {
+        "observation_space": observation,
+        "action_space": f"{spec.action_level or 'discrete'}:{spec.num_actions}",
+    }
+
+
+def space_code(space: gym.Space) -> str:
+    """The Python expression that builds ``space`` (for messages): ``offline_graph.graph_space(5)``,
+    ``gymnasium.spaces.Discrete(3)``, ``offline_graph.NodeAction(64)``, ..."""
+    text = space_text(space)
+    kind, _, rest = text.partition(":")
+    if kind == "graph":
+        sizes = dict(part.split("=") for part in rest.split(","))
+        return f"offline_graph.graph_space({sizes['F']}" + (f", {sizes['D']})" if "D" in sizes else ")")
+    name = {
+        "discrete": "gymnasium.spaces.Discrete",
+        "node": "offline_graph.NodeAction",
+        "edge": "offline_graph.EdgeAction",
+    }
+    return f"{name[kind]}({rest})"
 
 
 def infer_spaces(episodes: Iterable[RawEpisode], where: str = "data") -> tuple[gym.Space, gym.Space]:

@@ -286,6 +286,9 @@ def format_table(s: dict[str, Any]) -> str:
         ("episodes", str(s["episodes"])),
         ("transitions", str(s["transitions"])),
     ]
+    if s.get("spaces"):  # set by `offline-graph inspect` (offline_graph.jobs.spaces)
+        sp = s["spaces"]
+        rows.append(("spaces", f"{sp['observation_space']} / {sp['action_space']} ({sp['source']})"))
     if s["episodes_rejected"]:
         reasons = ", ".join(f"{k}={v}" for k, v in s["rejected_by_reason"].items())
         rows.append(("rejected", f"{s['episodes_rejected']} ({reasons})"))

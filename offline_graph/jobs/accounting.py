@@ -38,6 +38,8 @@ def to_dict(stats: ReadStats) -> dict[str, Any]:
         "episodes_read": stats.episodes_read,
         "episodes_used": stats.episodes_used,
         "transitions_used": stats.transitions_used,
+        "episodes_held_out": stats.episodes_held_out,
+        "transitions_held_out": stats.transitions_held_out,
         "rejected": dict(stats.rejected),
         "examples": dict(stats.examples),
     }
@@ -46,7 +48,13 @@ def to_dict(stats: ReadStats) -> dict[str, Any]:
 def from_dicts(blocks: Sequence[dict[str, Any]]) -> ReadStats:
     total = ReadStats()
     for b in blocks:
-        part = ReadStats(b["episodes_read"], b["episodes_used"], b["transitions_used"])
+        part = ReadStats(
+            b["episodes_read"],
+            b["episodes_used"],
+            b["transitions_used"],
+            episodes_held_out=b.get("episodes_held_out", 0),
+            transitions_held_out=b.get("transitions_held_out", 0),
+        )
         part.rejected.update(b["rejected"])
         part.examples.update(b["examples"])
         total.merge(part)

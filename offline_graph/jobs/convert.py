@@ -44,6 +44,7 @@ from offline_graph.data.files import scan_files
 from offline_graph.jobs.source import episode_source
 from offline_graph.data.format import make_metadata
 from offline_graph.data.reader import ReadStats, batch_columns, read_transitions
+from offline_graph.data.space_text import spec_texts
 from offline_graph.data.transitions import transition_schema
 from offline_graph.data.validation import EpisodeSpec
 
@@ -84,7 +85,8 @@ class ConvertConfig:
     """CPUs per task."""
     source: dict = field(default_factory=dict)
     """Recording facts copied into the output metadata (env, env_config, mask_key, policy,
-    seed, epsilon), so training from the rows finds the env the episodes came from."""
+    seed, epsilon), so training from the rows finds the env the episodes came from. The
+    metadata also records the spaces of ``spec`` (``observation_space`` / ``action_space``)."""
 
 
 class ConvertEpisodes:
@@ -202,7 +204,8 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         cpus = max(cpus, float(ray.cluster_resources().get("CPU", 1.0)) / cfg.num_workers)
     stats_dir = os.path.join(cfg.output, STATS_DIR)
     schema = transition_schema(cfg.spec).with_metadata(
-        make_metadata("transitions", **{**cfg.source, "gamma": cfg.gamma})
+        # the rows record the spaces they were checked against (offline_graph.jobs.spaces)
+        make_metadata("transitions", **{**cfg.source, **spec_texts(cfg.spec), "gamma": cfg.gamma})
     )
     if not scan.files:
         raise FormatVersionError(

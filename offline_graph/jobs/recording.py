@@ -47,6 +47,20 @@ def make_env(env: str = DEFAULT_ENV, env_config: dict | None = None) -> gym.Env:
     return instance
 
 
+def env_space_texts(env: gym.Env) -> dict[str, str]:
+    """``{"observation_space": ..., "action_space": ...}`` compact texts of ``env``'s spaces
+    (what recorded files store in their metadata); empty for spaces without a text form."""
+    from offline_graph.data.space_text import space_text
+
+    try:
+        return {
+            "observation_space": space_text(env.observation_space),
+            "action_space": space_text(env.action_space),
+        }
+    except ConfigError:  # e.g. a Box action space: the file then names only its env
+        return {}
+
+
 def episode_seeds(seed: int, index: int) -> tuple[int, np.random.Generator]:
     """(env reset seed, policy RNG) of episode ``index`` of a run with ``seed``."""
     ss = np.random.SeedSequence([seed, index])
@@ -216,6 +230,7 @@ def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -
         seed=job.seed,
         **({"mask_key": mask_key} if mask_key else {}),
         **({"env_config": job.env_config} if job.env_config else {}),
+        **env_space_texts(env),
     )
     table = table.replace_schema_metadata(meta)
     pq.write_table(table, job.output, compression="zstd")

@@ -39,7 +39,8 @@ import uuid
 from typing import Any, Literal, TypeVar
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.files import scan_files
+from offline_graph.data.files import FileScan, scan_files
+from offline_graph.data.holdout import check_fraction
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.algorithms import graph_algo_class
 from offline_graph.rllib.collate_fn import GraphCollateFn
@@ -55,19 +56,20 @@ def configure(
     *,
     on_error: Literal["raise", "skip"] = "raise",
     seed: int | None = None,
+    holdout: float = 0.0,
+    holdout_seed: int = 0,
 ) -> C:
-    """Fill in what graph training needs (see the module docstring); returns ``config``."""
+    """Fill in what graph training needs (see the module docstring); returns ``config``.
+
+    ``holdout``: the fraction of episodes kept out of training (:mod:`offline_graph.data.holdout`,
+    split by ``holdout_seed``), e.g. for offline metrics when there is no env.
+    """
     cfg: Any = config
     algo_class = graph_algo_class(cfg.algo_class)
     problems: list[str] = []
-    if cfg.observation_space is None or cfg.action_space is None:
-        raise ConfigError(
-            "configure: config.environment(observation_space=..., action_space=...) must be "
-            "set (found observation_space="
-            f"{cfg.observation_space!r}, action_space={cfg.action_space!r}). Pass a "
-            "gymnasium.spaces.Graph and a Discrete(k), NodeAction(max_nodes) or EdgeAction(max_edges)."
-        )
-    spec_from_spaces(cfg.observation_space, cfg.action_space)
+    check_fraction(holdout, "configure")
+    scan = scan_files(cfg.input_, on_error) if on_error in ("raise", "skip") else None
+    _resolve_spaces(cfg, scan)
     if cfg.prelearner_class is None:
         cfg.offline_data(prelearner_class=GraphOfflinePreLearner)
     elif not issubclass(cfg.prelearner_class, GraphOfflinePreLearner):
@@ -77,7 +79,6 @@ def configure(
         )
     if on_error not in ("raise", "skip"):
         problems.append(f"on_error must be 'raise' or 'skip' (found {on_error!r})")
-    scan = scan_files(cfg.input_, on_error) if on_error in ("raise", "skip") else None
     kind = scan.kind if scan is not None else None
     if kind == "transitions" and cfg.input_read_episodes:
         problems.append(
@@ -129,6 +130,8 @@ def configure(
         stats_name=f"offline_graph_stats_{uuid.uuid4().hex[:12]}",
         files_rejected=dict(scan.rejected) if scan is not None else {},
         file_errors=dict(scan.examples) if scan is not None else {},
+        holdout=float(holdout),
+        holdout_seed=int(holdout_seed),
     )
     iter_kwargs = dict(cfg.iter_batches_kwargs)
     iter_kwargs["collate_fn"] = GraphCollateFn()
@@ -154,6 +157,28 @@ def configure(
     cfg.learner_config_dict[SETTINGS_KEY] = settings.as_dict()
     cfg.algo_class = algo_class
     return config
+
+
+def _resolve_spaces(cfg: Any, scan: FileScan | None) -> None:
+    """Spaces the config lacks come from the input (``offline_graph.jobs.spaces``: the file
+    metadata, else inferred from the data, with a warning); given ones must agree with the
+    spaces the metadata records."""
+    from offline_graph.jobs.spaces import resolve_spaces
+
+    given = (cfg.observation_space, cfg.action_space)
+    resolved = resolve_spaces(
+        cfg.input_,
+        scan=scan,
+        observation_space=given[0],
+        action_space=given[1],
+        who="configure",
+        explicit_labels={"observation": "config.observation_space", "action": "config.action_space"},
+        pin="code",
+    )
+    if given[0] is None or given[1] is None:
+        logger.info("configure: spaces %s", resolved.describe())
+        cfg.environment(observation_space=resolved.observation_space, action_space=resolved.action_space)
+    spec_from_spaces(cfg.observation_space, cfg.action_space)
 
 
 def _set_value_head(cfg: Any) -> None:

@@ -31,6 +31,7 @@ from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 from offline_graph.data.errors import ConfigError
 from offline_graph.jobs import accounting
 from offline_graph.data.buffer import TransitionBuffer
+from offline_graph.data.holdout import drop_held_out, split_rows
 from offline_graph.data.reader import (
     ReadStats,
     batch_columns,
@@ -106,6 +107,8 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         """Episode rows (``item``) or transition rows -> transition rows for the learner."""
         if not self.config.input_read_episodes:
             table = batch if isinstance(batch, pa.Table) else pa.table(batch)
+            if self.settings.holdout > 0.0:
+                table = self._drop_held_out_rows(table)
             table = table.select([c for c in table.column_names if c not in BOOKKEEPING_COLUMNS])
             if self._has_user_pieces:
                 return self._run_pipeline(table_transitions=table)
@@ -121,6 +124,8 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             seen_ids=self._seen_ids,
             stats=call_stats,
         )
+        if self.settings.holdout > 0.0:
+            parts = drop_held_out(parts, self.settings.holdout, self.settings.holdout_seed, call_stats)
         log_rejections(call_stats, "GraphOfflinePreLearner")
         self.stats.merge(call_stats)
         if self.settings.stats_name and ray.is_initialized():
@@ -137,6 +142,19 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         if self._has_user_pieces:
             return self._run_pipeline(transitions=sample)
         return sample.to_arrow(columns=_keep_columns(sample))
+
+    def _drop_held_out_rows(self, table: pa.Table) -> pa.Table:
+        """Converted rows without the held-out episodes' rows, accounted like episode input."""
+        kept, call_stats, _ = split_rows(table, self.settings.holdout, self.settings.holdout_seed)
+        self.stats.merge(call_stats)
+        if self.settings.stats_name and ray.is_initialized():
+            if self._collector is None:
+                self._collector = accounting.get_collector()
+            ids = table.column("eps_id").cast(pa.string()).to_pylist()
+            steps = table.column("t").to_pylist() if "t" in table.column_names else range(len(ids))
+            keys = [f"{e}:{t}".encode() for e, t in zip(ids, steps)]
+            accounting.report(self._collector, self.settings.stats_name, keys, [None], call_stats)
+        return kept
 
     def _run_pipeline(
         self, transitions: Transitions | None = None, table_transitions: pa.Table | None = None

@@ -33,6 +33,11 @@ class GraphSettings:
     """Skip mode: input files dropped before reading, count by reason."""
     file_errors: dict = field(default_factory=dict)
     """Skip mode: the first error message per file rejection reason."""
+    holdout: float = 0.0
+    """Fraction of episodes the prelearner keeps out of training (by a hash of the episode id
+    and ``holdout_seed``, :mod:`offline_graph.data.holdout`), counted as held out."""
+    holdout_seed: int = 0
+    """Seed of the held-out split (the same seed and fraction hold out the same episodes)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as a plain dict (stored in ``learner_config_dict``)."""
