@@ -15,8 +15,9 @@ of the current version.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from offline_graph.data.errors import FormatVersionError, where
@@ -31,6 +32,19 @@ def make_metadata(kind: Kind, **extra: Any) -> dict[bytes, bytes]:
     """The Parquet key-value metadata that marks a file as ``kind`` in the current version."""
     body = {"kind": kind, "version": FORMAT_VERSION, **extra}
     return {METADATA_KEY: json.dumps(body, sort_keys=True).encode()}
+
+
+def episode_file_name(first: int, last: int) -> str:
+    """``episodes-<first>-<last>.parquet``: the indices of its first and last episode."""
+    return f"episodes-{first:07d}-{last:07d}.parquet"
+
+
+def write_episode_file(path: str, items: Sequence[bytes], **metadata: Any) -> None:
+    """One episode file: column ``item`` (one msgpack episode state per row), zstd, and the
+    ``episodes`` metadata of this version plus ``metadata`` (env, spaces, ...)."""
+    table = pa.table({"item": pa.array(list(items), pa.binary())})
+    meta = make_metadata("episodes", **metadata)
+    pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
 
 
 def parse_metadata(raw: dict[bytes, bytes] | None, file: str | None = None) -> dict[str, Any]:

@@ -31,10 +31,9 @@ from typing import Any, Callable
 
 import gymnasium as gym
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from offline_graph.data.errors import ConfigError, FormatVersionError, OfflineGraphError, where
-from offline_graph.data.format import make_metadata
+from offline_graph.data.format import episode_file_name, write_episode_file
 from offline_graph.data.migrate import RepeatedLayout, layout_from_space
 from offline_graph.data.migrate_episodes import Assembler, MigratedEpisode, OnError
 from offline_graph.data.space_text import graph_space, space_text
@@ -122,13 +121,8 @@ class EpisodeFiles:
         if not self.items:
             return
         first, last = self.count, self.count + len(self.items) - 1
-        path = os.path.join(self.output, f"episodes-{first:07d}-{last:07d}.parquet")
-        table = pa.table({"item": pa.array(self.items, pa.binary())})
-        pq.write_table(
-            table.replace_schema_metadata(make_metadata("episodes", **self.metadata)),
-            path,
-            compression="zstd",
-        )
+        path = os.path.join(self.output, episode_file_name(first, last))
+        write_episode_file(path, self.items, **self.metadata)
         self.files.append(path)
         self.count += len(self.items)
         self.items = []

@@ -16,12 +16,10 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import gymnasium as gym
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from offline_graph.rllib.episodes import encode_episode
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.format import make_metadata
+from offline_graph.data.format import episode_file_name, write_episode_file
 from offline_graph.data.graph import GraphDict, graph_to_dict, space_sizes
 from offline_graph.data.spaces import selection_level
 
@@ -221,9 +219,9 @@ def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -
         if progress is not None:
             progress(1)
     env.close()
-    table = pa.table({"item": pa.array(items, pa.binary())})
-    meta = make_metadata(
-        "episodes",
+    write_episode_file(
+        job.output,
+        items,
         env=job.env,
         policy=job.policy,
         epsilon=job.epsilon,
@@ -232,8 +230,6 @@ def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -
         **({"env_config": job.env_config} if job.env_config else {}),
         **env_space_texts(env),
     )
-    table = table.replace_schema_metadata(meta)
-    pq.write_table(table, job.output, compression="zstd")
     return {"file": job.output, "episodes": len(items), "transitions": steps, "returns": returns}
 
 
@@ -254,7 +250,7 @@ def plan_jobs(
     jobs = []
     for first in range(0, episodes, episodes_per_file):
         last = min(first + episodes_per_file, episodes)
-        name = f"episodes-{first:07d}-{last - 1:07d}.parquet"
+        name = episode_file_name(first, last - 1)
         jobs.append(
             RecordJob(
                 env,
