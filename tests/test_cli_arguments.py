@@ -11,6 +11,7 @@ from typing import Literal
 import pytest
 
 from offline_graph.cli.arguments import arg, config_from, parser_for
+from offline_graph.data.errors import ConfigError
 
 JOBS = {
     "record": "Config",
@@ -121,3 +122,25 @@ def test_every_job_has_one_option_per_field(module):
     dests = {a.dest for a in parser._actions if not isinstance(a, argparse._HelpAction)}
     assert dests == {f.name for f in dataclasses.fields(cls)}
     assert all(a.help for a in parser._actions)
+
+
+def test_bounds_word_the_expected_range_and_check_each_field():
+    from offline_graph.cli.arguments import Bound, check_bounds
+
+    assert [Bound(1).expected, Bound(0.0, low_open=True).expected] == [">= 1", "> 0"]
+    assert [Bound(0.0, 1.0).expected, Bound(0.0, 1.0, high_open=True).expected] == ["in [0, 1]", "in [0, 1)"]
+    assert (Bound(1).allows(1), Bound(1).allows(0), Bound(0.0, low_open=True).allows(0.0)) == (
+        True,
+        False,
+        False,
+    )
+    assert (Bound(0.0, 1.0, high_open=True).allows(1.0), Bound(0.0, 1.0).allows(1.0)) == (False, True)
+    from offline_graph.cli import train
+
+    ok = train.Config(algo="marwil", data=".", checkpoint="c", beta=None, holdout=0.5)
+    check_bounds("train", ok)  # None (beta) is not checked; 0.5 is in [0, 1)
+    with pytest.raises(ConfigError) as err:
+        check_bounds("train", dataclasses.replace(ok, holdout=1.0))
+    assert str(err.value) == (
+        "train: --holdout must be in [0, 1) (found 1.0). It is the fraction of episodes kept out of training."
+    )

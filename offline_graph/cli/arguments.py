@@ -2,7 +2,9 @@
 
 Each job states its settings once, as a frozen dataclass with a docstring under every field;
 :func:`parser_for` derives the ``--field-name`` options from it (type, default, choices and
---help text) and :func:`config_from` turns the parsed namespace back into the dataclass.
+--help text) and :func:`config_from` turns the parsed namespace back into the dataclass. A
+numeric field's allowed range is stated next to it too (``field(metadata=bounded(...))``) and
+checked by :func:`check_bounds`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,49 @@ def arg(*, positional: bool = False, **kwargs: Any) -> dict[str, Any]:
     dataclass default).
     """
     return {CLI: {"positional": positional, **kwargs}}
+
+
+BOUND = "bound"
+"""The key of a field's metadata that holds its :class:`Bound`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """The allowed range of a numeric option (``None`` values are not checked)."""
+
+    low: float
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    hint: str = ""
+
+    def allows(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        if self.high is None:
+            return above
+        return above and (value < self.high if self.high_open else value <= self.high)
+
+    @property
+    def expected(self) -> str:
+        """``>= 1``, ``> 0``, ``in [0, 1]``, ``in [0, 1)``: the ``<expected>`` of the message."""
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"in {left}{self.low:g}, {self.high:g}{right}"
+
+
+def bounded(low: float, high: float | None = None, *, hint: str, **kwargs: Any) -> dict[str, Any]:
+    """``dataclasses.field(metadata=bounded(1, hint=...))``: the field's :class:`Bound`
+    (``low_open`` / ``high_open`` keywords for strict limits)."""
+    return {BOUND: Bound(low, high, hint=hint, **kwargs)}
+
+
+def check_bounds(prog: str, cfg: DataclassInstance) -> None:
+    """Raise :func:`bad_value`'s ConfigError for the first field outside its :class:`Bound`."""
+    for f in dataclasses.fields(cfg):
+        bound, value = f.metadata.get(BOUND), getattr(cfg, f.name)
+        if bound is not None and value is not None and not bound.allows(value):
+            raise bad_value(prog, cfg, f.name, bound.expected, bound.hint)
 
 
 def field_docs(cls: type) -> dict[str, str]:

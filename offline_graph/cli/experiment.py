@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from offline_graph.cli import train
-from offline_graph.cli.arguments import arg, bad_value, config_from, parser_for
+from offline_graph.cli.arguments import arg, bad_value, bounded, check_bounds, config_from, parser_for
 from offline_graph.cli.experiment_report import gaps, markdown, row_stats, save_curves
 from offline_graph.cli.experiment_run import train_run
 from offline_graph.cli.train_config import data_metadata, quiet_ray_data
@@ -88,7 +88,7 @@ class Config:
 
     output: str
     """Output directory: results.json, results.md, learning_curves.png and data/."""
-    seeds: int = 3
+    seeds: int = field(default=3, metadata=bounded(1, hint="Each row is trained once per seed."))
     """Training seeds per row (0..seeds-1)."""
     iterations: int = 30
     """algo.train() calls per run."""
@@ -102,9 +102,13 @@ class Config:
     """GNN node embedding width."""
     layers: int = 2
     """Message-passing layers."""
-    eval_every: int = 5
+    eval_every: int = field(
+        default=5, metadata=bounded(1, hint="It is the spacing of the learning-curve points.")
+    )
     """Evaluate the module every this many iterations (and after the last): the curves."""
-    eval_episodes: int = 100
+    eval_episodes: int = field(
+        default=100, metadata=bounded(1, hint="The table is made of evaluation scores.")
+    )
     """Evaluation episodes per point (module, expert and random play the same seeds)."""
     eval_seed: int = DEFAULT_EVAL_SEED
     """Seed of the evaluation episodes (not a recording seed)."""
@@ -117,9 +121,11 @@ class Config:
     """Behaviour policy of the recorded mixed data: decoy (the expert, else with probability
     epsilon the most frequent node color, a systematic mistake) or mixed (the expert, else a
     uniformly random action)."""
-    mixed_epsilon: float = 0.6
+    mixed_epsilon: float = field(
+        default=0.6, metadata=bounded(0.0, 1.0, hint="It is the probability of the noise action.")
+    )
     """Noise probability of the recorded mixed data."""
-    mixed_episodes: int = 3000
+    mixed_episodes: int = field(default=3000, metadata=bounded(1, hint="Record at least one episode."))
     """Episodes of the recorded mixed data."""
     mixed_seed: int = 2
     """Recording seed of the mixed data (not the evaluation seed)."""
@@ -132,7 +138,7 @@ class Config:
     mixed_episodes=200 (overriding those flags)."""
     num_cpus: int | None = None
     """CPUs for ray.init (default: all)."""
-    torch_threads: int = 1
+    torch_threads: int = field(default=1, metadata=bounded(0, hint="0 leaves torch's default."))
     """torch intra-op threads of this process, where the learner runs (0 leaves torch's
     default). One thread: batches are small, and on a shared 2-CPU machine two spinning
     threads per process made iterations up to ~20x slower."""
@@ -153,18 +159,7 @@ def check_config(cfg: Config) -> None:
     def bad(name: str, expected: str, hint: str) -> ConfigError:
         return bad_value("experiment", cfg, name, expected, hint)
 
-    if cfg.seeds < 1:
-        raise bad("seeds", ">= 1", "Each row is trained once per seed.")
-    if cfg.eval_every < 1:
-        raise bad("eval_every", ">= 1", "It is the spacing of the learning-curve points.")
-    if cfg.eval_episodes < 1:
-        raise bad("eval_episodes", ">= 1", "The table is made of evaluation scores.")
-    if cfg.torch_threads < 0:
-        raise bad("torch_threads", ">= 0", "0 leaves torch's default.")
-    if cfg.mixed_episodes < 1:
-        raise bad("mixed_episodes", ">= 1", "Record at least one episode.")
-    if not 0.0 <= cfg.mixed_epsilon <= 1.0:
-        raise bad("mixed_epsilon", "in [0, 1]", "It is the probability of the noise action.")
+    check_bounds("experiment", cfg)
     if not os.path.isdir(cfg.expert_data) and any(r.data == "expert" for r in rows_of(cfg)):
         raise bad("expert_data", "an existing directory", "Record it with offline-graph record.")
     if cfg.mixed_data is not None and not os.path.exists(cfg.mixed_data):

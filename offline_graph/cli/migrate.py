@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from offline_graph.cli.arguments import bad_value, config_from, parser_for
+from offline_graph.cli.arguments import bounded, check_bounds, config_from, parser_for
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.data.migrate_episodes import OnError
 
@@ -45,9 +45,9 @@ class Config:
     on_error: OnError = "raise"
     """raise: stop at the first bad row (naming file, row, eps_id, t, column); skip: drop its
     episode and count it by reason in the report."""
-    episodes_per_file: int = 100
+    episodes_per_file: int = field(default=100, metadata=bounded(1, hint="It is a count."))
     """At most this many episodes per output file."""
-    batch_rows: int = 4096
+    batch_rows: int = field(default=4096, metadata=bounded(1, hint="It is a count."))
     """Input rows read and unpadded at a time (bounds the memory of padded vectors)."""
     json: bool = False
     """Print the whole report as JSON instead of a summary."""
@@ -61,9 +61,10 @@ def parse_args(argv: list[str] | None = None) -> Config:
     """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
     parser = build_parser()
     cfg = config_from(Config, parser.parse_args(argv))
-    for name in ("episodes_per_file", "batch_rows"):
-        if getattr(cfg, name) < 1:
-            parser.error(str(bad_value("migrate", cfg, name, ">= 1", "It is a count.")))
+    try:
+        check_bounds("migrate", cfg)
+    except ConfigError as err:
+        parser.error(str(err))
     return cfg
 
 

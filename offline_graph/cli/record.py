@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.jobs.recording import DEFAULT_ENV, DEFAULT_MASK_KEY
-from offline_graph.cli.arguments import bad_value, config_from, parser_for
+from offline_graph.cli.arguments import bad_value, bounded, check_bounds, config_from, parser_for
 
 POLICIES = ("expert", "random", "mixed", "decoy")
 
@@ -44,10 +44,12 @@ class Config:
     """For NodeAction / EdgeAction envs: the info key holding the bool action mask of the
     current observation; it is stored as the observation's action_mask (no key in info: no
     mask, every node/edge allowed)."""
-    epsilon: float = 0.3
+    epsilon: float = field(
+        default=0.3, metadata=bounded(0.0, 1.0, hint="It is the probability of a random action.")
+    )
     """Probability of the noise action for --policy mixed (uniform) and decoy (most frequent
     node color); ignored otherwise."""
-    episodes: int = 100
+    episodes: int = field(default=100, metadata=bounded(1, hint="Record at least one episode."))
     """Number of episodes to record."""
     seed: int = 0
     """Run seed; episode i is seeded from (seed, i) only."""
@@ -55,9 +57,9 @@ class Config:
     """A gymnasium env id or module:ClassName whose observation space is spaces.Graph."""
     env_config: dict = field(default_factory=dict)
     """Keyword arguments of the env, as a JSON object (e.g. '{"n_max": 256}')."""
-    episodes_per_file: int = 100
+    episodes_per_file: int = field(default=100, metadata=bounded(1, hint="It bounds the size of each file."))
     """At most this many episodes per Parquet file."""
-    workers: int = 1
+    workers: int = field(default=1, metadata=bounded(1, hint="Use 1 to record in this process."))
     """1 records in this process; more runs one Ray task per file on that many CPUs."""
     overwrite: bool = False
     """Delete the episodes-*.parquet files already in --output instead of refusing."""
@@ -90,14 +92,7 @@ def check_config(cfg: Config) -> None:
     def bad(name: str, expected: str, hint: str) -> ConfigError:
         return bad_value("record", cfg, name, expected, hint)
 
-    if cfg.episodes < 1:
-        raise bad("episodes", ">= 1", "Record at least one episode.")
-    if cfg.episodes_per_file < 1:
-        raise bad("episodes_per_file", ">= 1", "It bounds the size of each file.")
-    if cfg.workers < 1:
-        raise bad("workers", ">= 1", "Use 1 to record in this process.")
-    if not 0.0 <= cfg.epsilon <= 1.0:
-        raise bad("epsilon", "in [0, 1]", "It is the probability of a random action.")
+    check_bounds("record", cfg)
     if cfg.policy not in POLICIES and ":" not in cfg.policy:
         raise bad(
             "policy",

@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from offline_graph.cli.arguments import bad_value, config_from, parser_for
+from offline_graph.cli.arguments import bad_value, bounded, check_bounds, config_from, parser_for
 from offline_graph.cli.train_config import build_config, data_metadata, quiet_ray_data
 from offline_graph.cli.train_report import (
     SideSampler,
@@ -83,24 +83,26 @@ class Config:
     checkpoint: str
     """Output directory: RLlib checkpoint (algo.save_to_path), learning_curve.png and
     summary.json."""
-    iterations: int = 10
+    iterations: int = field(default=10, metadata=bounded(1, hint="Train for at least one iteration."))
     """Number of algo.train() calls."""
-    num_learners: int = 0
+    num_learners: int = field(default=0, metadata=bounded(0, hint="0 trains in this process."))
     """0: one learner in this process; N >= 1: N remote learners (DDP, N batches per update)."""
     updates_per_iteration: int = 10
     """Learner updates per iteration (RLlib's dataset_num_iters_per_learner; >= 2 with
     --num-learners 0)."""
-    eval_episodes: int = 50
+    eval_episodes: int = field(default=50, metadata=bounded(0, hint="0 skips the evaluation."))
     """Episodes for evaluating the trained module, the expert and the random policy (same
     seeds for all three); 0 skips evaluation."""
     eval_seed: int = DEFAULT_EVAL_SEED
     """Seed of the evaluation episodes. Keep it different from the seed the data was
     recorded with, or the evaluation replays the training graphs."""
-    batch_size: int = 256
+    batch_size: int = field(
+        default=256, metadata=bounded(1, hint="It is the number of transitions per learner batch.")
+    )
     """Transitions per learner batch (train_batch_size_per_learner)."""
-    lr: float = 1e-3
+    lr: float = field(default=1e-3, metadata=bounded(0.0, hint="It is Adam's learning rate.", low_open=True))
     """Adam learning rate."""
-    beta: float | None = None
+    beta: float | None = field(default=None, metadata=bounded(0.0, hint="0 turns MARWIL into BC."))
     """MARWIL's advantage temperature (default 1.0; 0 turns MARWIL into BC). Not for bc."""
     hidden: int = 64
     """GNN node embedding width."""
@@ -117,7 +119,7 @@ class Config:
     """Bad episode rows: raise (stop, naming the file/row/episode) or skip (count and go on)."""
     curve: str | None = None
     """Learning-curve PNG path (default: <checkpoint>/learning_curve.png)."""
-    num_gpus_per_learner: float = 0
+    num_gpus_per_learner: float = field(default=0, metadata=bounded(0.0, hint="0 trains on CPU."))
     """GPUs per learner (with --num-learners 0: the local learner's GPU)."""
     env: str | None = None
     """Evaluation env id or module:ClassName (default: the env named in the data's metadata;
@@ -131,7 +133,12 @@ class Config:
     action_space: str | None = None
     """Action space as compact text: discrete:K, node:MAX_NODES or edge:MAX_EDGES. Default:
     as --observation-space."""
-    holdout: float | None = None
+    holdout: float | None = field(
+        default=None,
+        metadata=bounded(
+            0.0, 1.0, hint="It is the fraction of episodes kept out of training.", high_open=True
+        ),
+    )
     """Fraction of episodes kept out of training, by a hash of the episode id and
     --holdout-seed; the trained module's action agreement and log-likelihood on them are
     reported (default: 0.1 when there is no env to evaluate in, else 0)."""
@@ -139,7 +146,7 @@ class Config:
     """Seed of the held-out split."""
     num_cpus: int | None = None
     """CPUs for ray.init when this script starts Ray (default: all)."""
-    torch_threads: int = 1
+    torch_threads: int = field(default=1, metadata=bounded(0, hint="0 leaves torch's default."))
     """torch intra-op threads of this process, where the local learner (--num-learners 0)
     and the evaluation run (0 leaves torch's default). Batches are small; on a shared 2-CPU
     machine two spinning threads per process made iterations up to ~8x slower."""
@@ -158,32 +165,15 @@ def check_config(cfg: Config) -> None:
     def bad(name: str, expected: str, hint: str) -> ConfigError:
         return bad_value("train", cfg, name, expected, hint)
 
-    if cfg.iterations < 1:
-        raise bad("iterations", ">= 1", "Train for at least one iteration.")
-    if cfg.num_learners < 0:
-        raise bad("num_learners", ">= 0", "0 trains in this process.")
-    if cfg.torch_threads < 0:
-        raise bad("torch_threads", ">= 0", "0 leaves torch's default.")
+    if cfg.algo == "bc" and cfg.beta is not None:
+        raise bad("beta", "unset for --algo bc", "BC is MARWIL with beta=0; use --algo marwil.")
+    check_bounds("train", cfg)
     if cfg.updates_per_iteration < 1 or (cfg.num_learners == 0 and cfg.updates_per_iteration < 2):
         raise bad(
             "updates_per_iteration",
             ">= 2 with --num-learners 0 (>= 1 otherwise)",
             "RLlib's single-batch path cannot apply the graph collate function.",
         )
-    if cfg.eval_episodes < 0:
-        raise bad("eval_episodes", ">= 0", "0 skips the evaluation.")
-    if cfg.batch_size < 1:
-        raise bad("batch_size", ">= 1", "It is the number of transitions per learner batch.")
-    if not cfg.lr > 0:
-        raise bad("lr", "> 0", "It is Adam's learning rate.")
-    if cfg.algo == "bc" and cfg.beta is not None:
-        raise bad("beta", "unset for --algo bc", "BC is MARWIL with beta=0; use --algo marwil.")
-    if cfg.beta is not None and cfg.beta < 0:
-        raise bad("beta", ">= 0", "0 turns MARWIL into BC.")
-    if cfg.num_gpus_per_learner < 0:
-        raise bad("num_gpus_per_learner", ">= 0", "0 trains on CPU.")
-    if cfg.holdout is not None and not 0.0 <= cfg.holdout < 1.0:
-        raise bad("holdout", "in [0, 1)", "It is the fraction of episodes kept out of training.")
     if not os.path.exists(cfg.data):
         raise bad("data", "an existing file or directory", "Record data with offline-graph record.")
 
