@@ -17,7 +17,18 @@ import itertools
 import json
 import textwrap
 import types
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Literal,
+    Sequence,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -200,6 +211,25 @@ def parser_for(
     parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=formatter_class)
     add_fields(parser, cls)
     return parser
+
+
+def parse_config(
+    parser: argparse.ArgumentParser,
+    cls: type[C],
+    argv: Sequence[str] | None,
+    check: Callable[[C], None] | None = None,
+) -> C:
+    """Parse ``argv`` into ``cls`` and run ``check`` on it; a ConfigError exits with status 2
+    and its message, like argparse's own errors."""
+    from offline_graph.data.errors import ConfigError
+
+    cfg = config_from(cls, parser.parse_args(argv))
+    try:
+        if check is not None:
+            check(cfg)
+    except ConfigError as err:
+        parser.error(str(err))
+    return cfg
 
 
 def config_from(cls: type[C], ns: argparse.Namespace) -> C:

@@ -10,12 +10,14 @@ See :mod:`offline_graph.data.stats` for how each number is computed.
 
 from __future__ import annotations
 
+import functools
+
 import argparse
 import json
 import sys
 from dataclasses import dataclass, field
 
-from offline_graph.cli.arguments import arg, config_from, parser_for
+from offline_graph.cli.arguments import arg, bounded, check_bounds, parse_config, parser_for
 from offline_graph.data.errors import OfflineGraphError
 
 
@@ -29,7 +31,7 @@ class Config:
     """Print the numbers as JSON instead of a table."""
     strict: bool = False
     """Fail on the first invalid row (naming file and row) instead of skipping and counting."""
-    n_max: int | None = None
+    n_max: int | None = field(default=None, metadata=bounded(1, hint="It is a node count."))
     """Node limit of the RLlib Repeated-style padded layout (default: the observed max N)."""
     env: str | None = None
     """Env whose spaces the data should have (default: the env named in the metadata)."""
@@ -53,11 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> Config:
     """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
-    parser = build_parser()
-    cfg = config_from(Config, parser.parse_args(argv))
-    if cfg.n_max is not None and cfg.n_max < 1:
-        parser.error(f"inspect: --n-max must be >= 1 (found {cfg.n_max}). It is a node count.")
-    return cfg
+    return parse_config(build_parser(), Config, argv, functools.partial(check_bounds, "inspect"))
 
 
 def _spaces(cfg: Config) -> dict[str, str] | None:

@@ -18,11 +18,13 @@ and ``t``. The output is what ``offline-graph record`` writes (``inspect``, ``co
 
 from __future__ import annotations
 
+import functools
+
 import argparse
 import sys
 from dataclasses import dataclass, field
 
-from offline_graph.cli.arguments import bounded, check_bounds, config_from, parser_for
+from offline_graph.cli.arguments import bounded, check_bounds, parse_config, parser_for
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.data.migrate_episodes import OnError
 
@@ -59,13 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> Config:
     """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
-    parser = build_parser()
-    cfg = config_from(Config, parser.parse_args(argv))
-    try:
-        check_bounds("migrate", cfg)
-    except ConfigError as err:
-        parser.error(str(err))
-    return cfg
+    return parse_config(build_parser(), Config, argv, functools.partial(check_bounds, "migrate"))
 
 
 def format_report(r: dict) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.jobs.recording import DEFAULT_ENV, DEFAULT_MASK_KEY
-from offline_graph.cli.arguments import bad_value, bounded, check_bounds, config_from, parser_for
+from offline_graph.cli.arguments import bad_value, bounded, check_bounds, parse_config, parser_for
 
 POLICIES = ("expert", "random", "mixed", "decoy")
 
@@ -77,13 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> Config:
     """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
-    parser = build_parser()
-    cfg = config_from(Config, parser.parse_args(argv))
-    try:
-        check_config(cfg)
-    except ConfigError as err:
-        parser.error(str(err))
-    return cfg
+    return parse_config(build_parser(), Config, argv, check_config)
 
 
 def check_config(cfg: Config) -> None:

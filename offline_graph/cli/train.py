@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from offline_graph.cli.arguments import bad_value, bounded, check_bounds, config_from, parser_for
+from offline_graph.cli.arguments import bad_value, bounded, check_bounds, parse_config, parser_for
 from offline_graph.cli.train_config import build_config, data_metadata, quiet_ray_data
 from offline_graph.cli.train_report import (
     SideSampler,
@@ -180,13 +180,7 @@ def check_config(cfg: Config) -> None:
 
 def parse_args(argv: list[str] | None = None) -> Config:
     """Command line -> :class:`Config` (exits with status 2 on bad values, like argparse)."""
-    parser = build_parser()
-    cfg = config_from(Config, parser.parse_args(argv))
-    try:
-        check_config(cfg)
-    except ConfigError as err:
-        parser.error(str(err))
-    return cfg
+    return parse_config(build_parser(), Config, argv, check_config)
 
 
 def run(cfg: Config) -> dict[str, Any]:
