@@ -28,6 +28,13 @@ RLLIB_MODULES = [
     "ray.rllib.core.learner.learner",
     "ray.rllib.core.learner.learner_group",
     "ray.rllib.utils.checkpoints",
+    # what GraphEnvRunner (offline_graph/rllib/env_runner.py) builds on
+    "ray.rllib.env.env_runner",
+    "ray.rllib.env.single_agent_env_runner",
+    "ray.rllib.env.single_agent_episode",
+    "ray.rllib.offline.offline_env_runner",
+    "ray.rllib.connectors.connector_pipeline_v2",
+    "ray.rllib.connectors.common.batch_individual_items",
 ]
 
 SCRIPT = r"""

@@ -12,6 +12,7 @@ from typing import Any
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.collate_fn import GraphCollateFn
+from offline_graph.rllib.env_setup import eval_runner_cpus
 from offline_graph.rllib.settings import SETTINGS_KEY
 
 
@@ -57,13 +58,14 @@ def _cpu_problems(cfg: Any) -> list[str]:
     if cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0:
         per = cfg.num_cpus_per_learner
         learner_cpus = cfg.num_learners * (1.0 if per in ("auto", None) else float(per))
-    needed = map_cpus * float(concurrency) + learner_cpus + 1.0  # + one read task
+    runner_cpus, runners = eval_runner_cpus(cfg)  # remote evaluation EnvRunners
+    needed = map_cpus * float(concurrency) + learner_cpus + runner_cpus + 1.0  # + one read task
     if needed <= total:
         # Ray Data's ListFiles/ReadFiles tasks take one whole CPU on one node: some node must
         # keep a whole CPU free however the fractional actors are placed (each on one node).
         nodes = [float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]]
-        fractional = map_cpus * float(concurrency) + learner_cpus
-        actors = int(concurrency) + (cfg.num_learners if learner_cpus else 0)
+        fractional = map_cpus * float(concurrency) + learner_cpus + runner_cpus
+        actors = int(concurrency) + (cfg.num_learners if learner_cpus else 0) + runners
         if any(c >= 1.0 + fractional for c in nodes) or sum(c >= 1.0 for c in nodes) > actors:
             return []
         return [
@@ -75,9 +77,11 @@ def _cpu_problems(cfg: Any) -> list[str]:
         ]
     return [
         f"CPU requests must leave one CPU for Ray Data's read tasks: prelearner actors "
-        f"{concurrency} x {map_cpus} + learners {learner_cpus} + 1 read = {needed} must be <= "
-        f"the cluster's {total} CPUs (found more). configure() sets map_batches_kwargs "
-        "num_cpus=0.25, concurrency=1 and num_cpus_per_learner=0.25 for CPU learners"
+        f"{concurrency} x {map_cpus} + learners {learner_cpus} + "
+        + (f"evaluation EnvRunners {runner_cpus} + " if runners else "")
+        + f"1 read = {needed} must be <= the cluster's {total} CPUs (found more). configure() "
+        "sets map_batches_kwargs num_cpus=0.25, concurrency=1, num_cpus_per_learner=0.25 for "
+        "CPU learners and num_cpus_per_env_runner=0.25"
     ]
 
 

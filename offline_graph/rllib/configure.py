@@ -26,6 +26,8 @@ setting                          value and why
                                  (:mod:`offline_graph.rllib.algorithms`): the config check
                                  at ``build_algo()``, ``get_module()`` and restoring from a
                                  checkpoint without EnvRunners
+spaces, ``env_runner_cls``, ...  with an env (e.g. for ``evaluation(...)``): the env's spaces,
+                                 ``GraphEnvRunner``, see :mod:`offline_graph.rllib.env_setup`
 ===============================  ===========================================================
 
 Settings the user already set to a conflicting value raise :class:`ConfigError` naming the
@@ -44,6 +46,7 @@ from offline_graph.data.holdout import check_fraction
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.algorithms import graph_algo_class
 from offline_graph.rllib.collate_fn import GraphCollateFn
+from offline_graph.rllib.env_setup import configure_env
 from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 
@@ -66,6 +69,7 @@ def configure(
     """
     cfg: Any = config
     algo_class = graph_algo_class(cfg.algo_class)
+    configure_env(cfg)  # with an env: its spaces, GraphEnvRunner, eval settings (rllib/env_setup.py)
     problems: list[str] = []
     check_fraction(holdout, "configure")
     scan = scan_files(cfg.input_, on_error) if on_error in ("raise", "skip") else None

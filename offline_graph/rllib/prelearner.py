@@ -45,6 +45,7 @@ from offline_graph.rllib.connectors import (
     user_pieces_only,
 )
 from offline_graph.rllib.checks import check_graph_config
+from offline_graph.rllib.env_setup import single_env_spaces
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 from offline_graph.data.transitions import BOOKKEEPING_COLUMNS, Transitions, transition_schema
 from offline_graph.data.validation import EpisodeSpec
@@ -71,6 +72,8 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             # which does not run the check at build time): name every missing setting.
             check_graph_config(config)
         self.settings: GraphSettings = read_settings(config, where="GraphOfflinePreLearner")
+        # With EnvRunners RLlib passes their vectorized spaces: use the single env's.
+        spaces = single_env_spaces(spaces, config)
         obs_space, act_space = spaces or (config.observation_space, config.action_space)
         if obs_space is None or act_space is None:
             raise ConfigError(
