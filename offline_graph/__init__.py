@@ -9,6 +9,8 @@ torch)::
                                  get_module() and checkpoint restore without EnvRunners
     data_report(config)          episodes / transitions read, used and rejected (by reason)
     GraphOfflinePreLearner       RLlib OfflinePreLearner for ragged graph episodes / rows
+    GraphEnvRunner               RLlib SingleAgentEnvRunner for spaces.Graph envs (evaluation,
+                                 recording; set by configure when the config has an env)
     GNNModule                    PyG message-passing TorchRLModule
     GraphCollateFn               learner-side collate (Arrow rows -> PyG-batched tensors)
     NodeAction / EdgeAction      the action is a node / an edge of this step's graph (masked)
@@ -39,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "GraphBC": "offline_graph.rllib.algorithms",
     "GraphMARWIL": "offline_graph.rllib.algorithms",
     "GraphOfflinePreLearner": "offline_graph.rllib.prelearner",
+    "GraphEnvRunner": "offline_graph.rllib.env_runner",
     "GNNModule": "offline_graph.rllib.gnn_module",
     "GraphCollateFn": "offline_graph.rllib.collate_fn",
     "encode_episode": "offline_graph.rllib.episodes",
@@ -86,6 +89,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.rllib.configure import configure, data_report
     from offline_graph.rllib.episodes import encode_episode
     from offline_graph.rllib.evaluation import evaluate_module, evaluate_policy, restore_module
+    from offline_graph.rllib.env_runner import GraphEnvRunner
     from offline_graph.rllib.gnn_module import GNNModule
     from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 
@@ -111,6 +115,7 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "GraphBC",
     "GraphMARWIL",
     "GraphOfflinePreLearner",
+    "GraphEnvRunner",
     "GNNModule",
     "GraphCollateFn",
     "encode_episode",

@@ -197,6 +197,16 @@ def test_inspect_exact_numbers(tmp_path, capsys):
     assert table["padded Repeated (N=5, N^2 edges)"] == "660 (660 B)  7.9x real"
 
 
+def test_inspect_reads_subdirectories_like_rllibs_recorder_writes(tmp_path, capsys):
+    """RLlib's recorder writes DIR/<env>/run-<worker>-<call>/*.parquet: inspect DIR finds them."""
+    nested = tmp_path / "out" / "Graph-v0" / "run-000001-00001"
+    nested.mkdir(parents=True)
+    hand_built_file(nested)
+    assert inspect_cli.main([str(tmp_path / "out"), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["files"], s["episodes"], s["transitions"]) == (1, 2, 3)
+
+
 def test_inspect_bad_rows_skip_or_strict(tmp_path, capsys):
     good = make_episode_item([(2, 1), (3, 0)], [1], [2.0], episode_id="ok")
     negative = make_episode_item([(2, 1), (3, 0)], [-1], [2.0], episode_id="neg")

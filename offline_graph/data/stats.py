@@ -38,6 +38,7 @@ from offline_graph.data.errors import (
     SchemaError,
     where,
 )
+from offline_graph.data.files import list_files
 from offline_graph.data.format import read_file_metadata
 from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
 
@@ -45,15 +46,14 @@ PERCENTILES = (50, 90, 99)
 
 
 def episode_files(path: str) -> list[str]:
-    """``path`` itself if it is a file, else the ``*.parquet`` files directly in it, sorted."""
-    if os.path.isfile(path):
-        return [path]
-    if not os.path.isdir(path):
+    """``path`` itself if it is a file, else the ``*.parquet`` files under it (subdirectories
+    too, as RLlib's recorder writes ``DIR/<env>/run-*/``), sorted: :func:`files.list_files`."""
+    if not os.path.exists(path):
         raise ConfigError(
             f"inspect: PATH must be a Parquet file or a directory of them (found {path!r}, "
             "which does not exist). Check the path."
         )
-    files = sorted(os.path.join(path, name) for name in os.listdir(path) if name.endswith(".parquet"))
+    files = list_files(path)
     if not files:
         raise ConfigError(
             f"inspect: directory {path} must hold *.parquet episode files (found none). "
