@@ -13,6 +13,7 @@ from typing import Any
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.rllib.env_setup import eval_runner_cpus
+from offline_graph.rllib.resources import map_actor_limit
 from offline_graph.rllib.settings import SETTINGS_KEY
 
 
@@ -52,14 +53,16 @@ def _cpu_problems(cfg: Any) -> list[str]:
     total = float(ray.cluster_resources().get("CPU", 0.0))
     map_kwargs = cfg.map_batches_kwargs or {}
     map_cpus = float(map_kwargs.get("num_cpus") or 1.0)
-    concurrency = map_kwargs.get("concurrency") or max(2, cfg.num_learners)
-    concurrency = concurrency[-1] if isinstance(concurrency, (tuple, list)) else concurrency
+    concurrency = map_actor_limit(map_kwargs, cfg.num_learners)
     learner_cpus = 0.0
     if cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0:
         per = cfg.num_cpus_per_learner
         learner_cpus = cfg.num_learners * (1.0 if per in ("auto", None) else float(per))
     runner_cpus, runners = eval_runner_cpus(cfg)  # remote evaluation EnvRunners
     needed = map_cpus * float(concurrency) + learner_cpus + runner_cpus + 1.0  # + one read task
+    requests = [map_cpus, learner_cpus / max(cfg.num_learners, 1), runner_cpus / max(runners, 1)]
+    if needed <= total and all(float(r).is_integer() for r in requests):
+        return []  # whole-CPU actors leave the read CPU whole on some node
     if needed <= total:
         # Ray Data's ListFiles/ReadFiles tasks take one whole CPU on one node: some node must
         # keep a whole CPU free however the fractional actors are placed (each on one node).
@@ -80,8 +83,9 @@ def _cpu_problems(cfg: Any) -> list[str]:
         f"{concurrency} x {map_cpus} + learners {learner_cpus} + "
         + (f"evaluation EnvRunners {runner_cpus} + " if runners else "")
         + f"1 read = {needed} must be <= the cluster's {total} CPUs (found more). configure() "
-        "sets map_batches_kwargs num_cpus=0.25, concurrency=1, num_cpus_per_learner=0.25 for "
-        "CPU learners and num_cpus_per_env_runner=0.25"
+        "sizes map_batches_kwargs (num_cpus, compute=ActorPoolStrategy) and num_cpus_per_learner "
+        "to the cluster (0.25 CPU and one prelearner actor on a small machine) and sets "
+        "num_cpus_per_env_runner=0.25"
     ]
 
 

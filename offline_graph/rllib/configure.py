@@ -11,10 +11,11 @@ setting                          value and why
 ``iter_batches_kwargs``          ``collate_fn=GraphCollateFn()``: builds the PyG batch on
                                  each learner (the stock collate cannot batch ragged lists);
                                  ``drop_last=True``: every batch has exactly B transitions
-``map_batches_kwargs``           ``batch_format="pyarrow"``, ``num_cpus=0.25``,
-                                 ``concurrency=1``: on a 2-CPU machine the stock 2 x 1 CPU
-                                 map actors starve Ray Data's read tasks (a stall)
-``num_cpus_per_learner``         0.25 for CPU learners when ``num_learners > 0`` (same reason)
+``map_batches_kwargs``           ``batch_format="pyarrow"``; ``num_cpus`` and
+                                 ``compute=ActorPoolStrategy(min, max)`` sized to the cluster
+                                 (:mod:`offline_graph.rllib.resources`): on a 2-CPU machine
+                                 the stock 2 x 1 CPU map actors starve Ray Data's read tasks
+``num_cpus_per_learner``         0.25 on a small machine (same reason), else RLlib's 1
 ``input_read_method_kwargs``     ``include_paths=True`` (episode input): errors name the file
 ``materialize_mapped_data``      True: map once instead of cold-starting actors each epoch
 ``dataset_num_iters_per_learner``  10 when unset (updates per ``train()``): RLlib's learners
@@ -46,7 +47,8 @@ from offline_graph.data.holdout import check_fraction
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.algorithms import graph_algo_class
 from offline_graph.rllib.collate_fn import GraphCollateFn
-from offline_graph.rllib.env_setup import configure_env
+from offline_graph.rllib.env_setup import configure_env, eval_runner_cpus
+from offline_graph.rllib.resources import apply_plan, cluster_cpus, plan_resources
 from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 
@@ -141,8 +143,10 @@ def configure(
     iter_kwargs["collate_fn"] = GraphCollateFn()
     # Every learner batch holds exactly train_batch_size_per_learner transitions.
     iter_kwargs.setdefault("drop_last", True)
-    map_kwargs = {"batch_format": "pyarrow", "num_cpus": 0.25, "concurrency": 1}
-    map_kwargs.update(cfg.map_batches_kwargs)
+    runner_cpus, _ = eval_runner_cpus(cfg)
+    plan = plan_resources(cluster_cpus(), cfg.num_learners, cfg.num_gpus_per_learner > 0, runner_cpus)
+    logger.info(plan.line())
+    map_kwargs = apply_plan(cfg, plan)  # the user's own values win
     read_kwargs = dict(cfg.input_read_method_kwargs)
     if cfg.input_read_episodes:
         read_kwargs.setdefault("include_paths", True)
@@ -155,8 +159,6 @@ def configure(
     if cfg.dataset_num_iters_per_learner is None:
         # RLlib's learners need num_iters on the iterator path; None fails there.
         cfg.offline_data(dataset_num_iters_per_learner=10)
-    if cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0 and cfg.num_cpus_per_learner == "auto":
-        cfg.learners(num_cpus_per_learner=0.25)
     _set_value_head(cfg)
     cfg.learner_config_dict[SETTINGS_KEY] = settings.as_dict()
     cfg.algo_class = algo_class

@@ -1,0 +1,105 @@
+"""CPU requests of the prelearner actors and learners, sized to the cluster (``configure``).
+
+Ray Data's read tasks (ListFiles / ReadFiles) each need one whole CPU, and RLlib's defaults
+(``concurrency=max(2, num_learners)`` map actors of 1 CPU, 1 CPU per learner) can take every
+CPU of a small machine: the read never runs and the job stalls. :func:`plan_resources` keeps
+one CPU for reading and gives the rest to the learners and the prelearner actors:
+
+* **small** (fewer than 2 whole CPUs left for prelearner actors once 1 read CPU, 1 per CPU
+  learner and the evaluation EnvRunners are counted): one prelearner actor of 0.25 CPU and
+  0.25 CPU per CPU learner (what suits a 2-CPU laptop; never a stall);
+* **otherwise**: learners keep RLlib's 1 CPU each and the prelearner actors take 1 CPU each in
+  an autoscaling pool of 1 .. (the CPUs left), through Ray Data's ``compute=ActorPoolStrategy``
+  (not the deprecated ``concurrency=``).
+
+The user's own ``map_batches_kwargs`` (``num_cpus``, ``compute``, ``concurrency``) and
+``num_cpus_per_learner`` win over the plan.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+READ_CPUS = 1.0
+"""Kept free for Ray Data's read tasks."""
+SMALL_SHARE = 0.25
+"""CPU request of a prelearner actor / CPU learner on a small machine."""
+
+
+@dataclass(frozen=True)
+class ResourcePlan:
+    """What :func:`plan_resources` chose (see the module docstring)."""
+
+    cluster_cpus: float
+    num_learners: int
+    small: bool
+    map_num_cpus: float
+    map_actors: tuple[int, int]
+    """(min, max) prelearner actors of the autoscaling pool."""
+    learner_cpus: float | None
+    """CPUs per remote CPU learner (None: RLlib's setting is kept, e.g. GPU learners)."""
+
+    def line(self) -> str:
+        """The one log line of the choice."""
+        lo, hi = self.map_actors
+        learners = "local learner" if self.num_learners == 0 else f"{self.num_learners} learners"
+        per = "" if self.learner_cpus is None or self.num_learners == 0 else f" x {self.learner_cpus:g} CPU"
+        return (
+            f"configure: {self.cluster_cpus:g} CPUs, {learners}{per}; prelearner actors "
+            f"{lo}..{hi} x {self.map_num_cpus:g} CPU; {READ_CPUS:g} CPU kept for Ray Data's reads"
+            + (" (small machine: fractional requests)" if self.small else "")
+        )
+
+
+def plan_resources(
+    cluster_cpus: float, num_learners: int, gpu_learners: bool = False, runner_cpus: float = 0.0
+) -> ResourcePlan:
+    """The plan for a cluster of ``cluster_cpus`` CPUs (module docstring). ``runner_cpus``: the
+    CPUs of remote evaluation EnvRunners."""
+    cpu_learners = num_learners if not gpu_learners else 0
+    spare = cluster_cpus - READ_CPUS - cpu_learners * 1.0 - runner_cpus
+    if spare < 2.0:
+        return ResourcePlan(
+            cluster_cpus, num_learners, True, SMALL_SHARE, (1, 1), SMALL_SHARE if cpu_learners else None
+        )
+    return ResourcePlan(
+        cluster_cpus, num_learners, False, 1.0, (1, int(math.floor(spare))), 1.0 if cpu_learners else None
+    )
+
+
+def cluster_cpus() -> float:
+    """CPUs of the running Ray cluster, else of this machine (what ``ray.init()`` would use)."""
+    import ray
+
+    if ray.is_initialized():
+        return float(ray.cluster_resources().get("CPU", 0.0))
+    return float(os.cpu_count() or 1)
+
+
+def apply_plan(cfg: Any, plan: ResourcePlan) -> dict[str, Any]:
+    """Set ``plan`` on ``cfg`` where the user did not choose; returns the map_batches_kwargs."""
+    from ray.data import ActorPoolStrategy
+
+    user = dict(cfg.map_batches_kwargs)
+    map_kwargs: dict[str, Any] = {"batch_format": "pyarrow", "num_cpus": plan.map_num_cpus}
+    if "compute" not in user and "concurrency" not in user:
+        lo, hi = plan.map_actors
+        # compute wins over RLlib's default concurrency=max(2, num_learners), without its warning
+        map_kwargs["compute"] = ActorPoolStrategy(min_size=lo, max_size=hi)
+    map_kwargs.update(user)
+    remote_cpu = cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0
+    if remote_cpu and cfg.num_cpus_per_learner == "auto" and plan.learner_cpus is not None:
+        cfg.learners(num_cpus_per_learner=plan.learner_cpus)
+    return map_kwargs
+
+
+def map_actor_limit(map_kwargs: dict[str, Any], num_learners: int) -> int:
+    """The most prelearner actors ``map_batches_kwargs`` allow (RLlib's default: max(2, L))."""
+    compute = map_kwargs.get("compute")
+    if compute is not None and getattr(compute, "max_size", None) is not None:
+        return int(compute.max_size)
+    concurrency = map_kwargs.get("concurrency") or max(2, num_learners)
+    return int(concurrency[-1] if isinstance(concurrency, (tuple, list)) else concurrency)

@@ -1,0 +1,67 @@
+"""configure's CPU plan: small machines get fractional requests, clusters an autoscaling pool."""
+
+from __future__ import annotations
+
+import pytest
+from ray.data import ActorPoolStrategy
+from ray.rllib.algorithms.bc import BCConfig
+
+from offline_graph.rllib.resources import apply_plan, map_actor_limit, plan_resources
+
+
+@pytest.mark.parametrize(
+    ("cpus", "learners", "small", "actors", "per_actor", "per_learner"),
+    [
+        # 2 CPUs: 2 - 1 read - learners < 2 whole CPUs left -> one 0.25-CPU actor (no stall)
+        (2, 0, True, (1, 1), 0.25, None),
+        (2, 2, True, (1, 1), 0.25, 0.25),
+        # 16 CPUs: 16 - 1 read - 2 learners = 13 whole CPUs for prelearner actors
+        (16, 0, False, (1, 15), 1.0, None),
+        (16, 2, False, (1, 13), 1.0, 1.0),
+        (16, 8, False, (1, 7), 1.0, 1.0),
+        (64, 8, False, (1, 55), 1.0, 1.0),
+        # 4 CPUs, 2 learners: 4 - 1 - 2 = 1 < 2 -> small
+        (4, 2, True, (1, 1), 0.25, 0.25),
+    ],
+)
+def test_plan_by_cluster_size(cpus, learners, small, actors, per_actor, per_learner):
+    plan = plan_resources(cpus, learners)
+    assert (plan.small, plan.map_actors, plan.map_num_cpus, plan.learner_cpus) == (
+        small,
+        actors,
+        per_actor,
+        per_learner,
+    )
+
+
+def test_gpu_learners_and_evaluation_runners_are_counted():
+    # GPU learners keep RLlib's CPU setting and take no CPU from the pool here
+    assert plan_resources(16, 2, gpu_learners=True).map_actors == (1, 15)
+    assert plan_resources(16, 2, gpu_learners=True).learner_cpus is None
+    # 2 remote evaluation EnvRunners of 0.25 CPU: 16 - 1 - 2 - 0.5 = 12.5 -> 12 actors
+    assert plan_resources(16, 2, runner_cpus=0.5).map_actors == (1, 12)
+
+
+def test_plan_line():
+    assert plan_resources(16, 2).line() == (
+        "configure: 16 CPUs, 2 learners x 1 CPU; prelearner actors 1..13 x 1 CPU; "
+        "1 CPU kept for Ray Data's reads"
+    )
+    assert plan_resources(2, 0).line().endswith("(small machine: fractional requests)")
+
+
+def test_apply_plan_sets_compute_and_the_user_wins():
+    cfg = BCConfig().learners(num_learners=2)
+    kwargs = apply_plan(cfg, plan_resources(16, 2))
+    assert kwargs["num_cpus"] == 1.0 and kwargs["batch_format"] == "pyarrow"
+    assert isinstance(kwargs["compute"], ActorPoolStrategy)
+    assert (kwargs["compute"].min_size, kwargs["compute"].max_size) == (1, 13)
+    assert "concurrency" not in kwargs and cfg.num_cpus_per_learner == 1.0
+    assert map_actor_limit(kwargs, 2) == 13
+    # the user's own map settings and learner CPUs are kept
+    user = BCConfig().learners(num_learners=2, num_cpus_per_learner=0.5)
+    user.offline_data(map_batches_kwargs={"concurrency": 3, "num_cpus": 0.5})
+    kwargs = apply_plan(user, plan_resources(16, 2))
+    assert (kwargs["concurrency"], kwargs["num_cpus"], "compute" in kwargs) == (3, 0.5, False)
+    assert user.num_cpus_per_learner == 0.5
+    assert map_actor_limit(kwargs, 2) == 3 and map_actor_limit({}, 4) == 4 and map_actor_limit({}, 0) == 2
