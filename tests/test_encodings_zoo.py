@@ -184,9 +184,19 @@ def plain_prelearner_output(kind: str, tmp: str) -> pa.Table:
     return prelearner(kind, tmp)({"item": np.array(items(kind, "plain"), dtype=object)})
 
 
+def input_dir(kind: str, tmp_path_factory) -> str:
+    """A directory of its own holding the plain episodes of ``kind`` (the config's input; a
+    shared parent such as pytest's base temp dir would also list other tests' files)."""
+    path = tmp_path_factory.getbasetemp() / f"zoo_input_{kind}"
+    if not path.exists():
+        path.mkdir()
+        write_episode_file(path / "plain.parquet", items(kind, "plain"))
+    return str(path)
+
+
 @pytest.mark.parametrize("kind,variant", CASES)
 def test_prelearner(kind: str, variant: str, tmp_path_factory) -> None:
-    tmp = str(tmp_path_factory.getbasetemp())
+    tmp = input_dir(kind, tmp_path_factory)
     pre = prelearner(kind, tmp)
     out = pre({"item": np.array(items(kind, variant), dtype=object)})
     # Everything read is in the replay buffer (one chunk: the call's transitions) ...
