@@ -326,3 +326,39 @@ def test_two_node_cluster_conversion_and_training(expert_data, small_blocks, tmp
             stop_ray()
     finally:
         cluster.shutdown()
+
+
+@pytest.mark.slow
+def test_three_node_cluster_spreads_prelearner_actors(expert_data, tmp_path, monkeypatch):
+    """configure sizes the prelearner pool to a 3-node, 6-CPU cluster (one actor per node to
+    start, at most 6 - 1 read CPU = 5): the actors run on several nodes and training completes."""
+    import ray
+    from ray._private import state
+    from ray.cluster_utils import Cluster
+
+    data, _ = expert_data
+    monkeypatch.setattr(ray._private.utils, "write_ray_address", lambda *a, **k: None)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=2)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        try:
+            assert len([n for n in ray.nodes() if n["Alive"]]) == 3
+            config = make_config(data, num_learners=0)
+            compute = config.map_batches_kwargs["compute"]
+            assert (compute.min_size, compute.max_size, config.map_batches_kwargs["num_cpus"]) == (3, 5, 1.0)
+            train_and_check(config, ITERATIONS, UPDATES * B)
+            workers = [
+                a
+                for a in state.actors().values()
+                if "GraphOfflinePreLearner" in str(a.get("ActorClassName"))
+                or "MapWorker" in str(a.get("ActorClassName"))
+            ]
+            nodes = {a["Address"]["NodeID"] for a in workers}
+            assert len(workers) >= 3 and len(nodes) >= 2, [(a["ActorClassName"], a["State"]) for a in workers]
+        finally:
+            stop_ray()
+    finally:
+        cluster.shutdown()

@@ -42,6 +42,12 @@ def test_gpu_learners_and_evaluation_runners_are_counted():
     assert plan_resources(16, 2, runner_cpus=0.5).map_actors == (1, 12)
 
 
+def test_the_pool_starts_with_one_actor_per_node():
+    assert plan_resources(6, 0, nodes=3).map_actors == (3, 5)
+    assert plan_resources(64, 8, nodes=100).map_actors == (55, 55)
+    assert plan_resources(2, 0, nodes=2).map_actors == (1, 1)  # small: fractional, one actor
+
+
 def test_plan_line():
     assert plan_resources(16, 2).line() == (
         "configure: 16 CPUs, 2 learners x 1 CPU; prelearner actors 1..13 x 1 CPU; "

@@ -48,7 +48,7 @@ from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.algorithms import graph_algo_class
 from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.rllib.env_setup import configure_env, eval_runner_cpus
-from offline_graph.rllib.resources import apply_plan, cluster_cpus, plan_resources
+from offline_graph.rllib.resources import apply_plan, cluster_size, plan_resources
 from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 
@@ -144,7 +144,8 @@ def configure(
     # Every learner batch holds exactly train_batch_size_per_learner transitions.
     iter_kwargs.setdefault("drop_last", True)
     runner_cpus, _ = eval_runner_cpus(cfg)
-    plan = plan_resources(cluster_cpus(), cfg.num_learners, cfg.num_gpus_per_learner > 0, runner_cpus)
+    cpus, nodes = cluster_size()
+    plan = plan_resources(cpus, cfg.num_learners, cfg.num_gpus_per_learner > 0, runner_cpus, nodes)
     logger.info(plan.line())
     map_kwargs = apply_plan(cfg, plan)  # the user's own values win
     read_kwargs = dict(cfg.input_read_method_kwargs)

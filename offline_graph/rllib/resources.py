@@ -9,8 +9,8 @@ one CPU for reading and gives the rest to the learners and the prelearner actors
   learner and the evaluation EnvRunners are counted): one prelearner actor of 0.25 CPU and
   0.25 CPU per CPU learner (what suits a 2-CPU laptop; never a stall);
 * **otherwise**: learners keep RLlib's 1 CPU each and the prelearner actors take 1 CPU each in
-  an autoscaling pool of 1 .. (the CPUs left), through Ray Data's ``compute=ActorPoolStrategy``
-  (not the deprecated ``concurrency=``).
+  an autoscaling pool of (one per node, at most the CPUs left) .. (the CPUs left), through Ray
+  Data's ``compute=ActorPoolStrategy`` (not the deprecated ``concurrency=``).
 
 The user's own ``map_batches_kwargs`` (``num_cpus``, ``compute``, ``concurrency``) and
 ``num_cpus_per_learner`` win over the plan.
@@ -55,28 +55,40 @@ class ResourcePlan:
 
 
 def plan_resources(
-    cluster_cpus: float, num_learners: int, gpu_learners: bool = False, runner_cpus: float = 0.0
+    cluster_cpus: float,
+    num_learners: int,
+    gpu_learners: bool = False,
+    runner_cpus: float = 0.0,
+    nodes: int = 1,
 ) -> ResourcePlan:
-    """The plan for a cluster of ``cluster_cpus`` CPUs (module docstring). ``runner_cpus``: the
-    CPUs of remote evaluation EnvRunners."""
+    """The plan for a cluster of ``cluster_cpus`` CPUs on ``nodes`` nodes (module docstring).
+    ``runner_cpus``: the CPUs of remote evaluation EnvRunners."""
     cpu_learners = num_learners if not gpu_learners else 0
     spare = cluster_cpus - READ_CPUS - cpu_learners * 1.0 - runner_cpus
     if spare < 2.0:
         return ResourcePlan(
             cluster_cpus, num_learners, True, SMALL_SHARE, (1, 1), SMALL_SHARE if cpu_learners else None
         )
+    most = int(math.floor(spare))
     return ResourcePlan(
-        cluster_cpus, num_learners, False, 1.0, (1, int(math.floor(spare))), 1.0 if cpu_learners else None
+        cluster_cpus,
+        num_learners,
+        False,
+        1.0,
+        (min(max(nodes, 1), most), most),
+        1.0 if cpu_learners else None,
     )
 
 
-def cluster_cpus() -> float:
-    """CPUs of the running Ray cluster, else of this machine (what ``ray.init()`` would use)."""
+def cluster_size() -> tuple[float, int]:
+    """(CPUs, nodes with CPUs) of the running Ray cluster, else of this machine (what
+    ``ray.init()`` would start)."""
     import ray
 
     if ray.is_initialized():
-        return float(ray.cluster_resources().get("CPU", 0.0))
-    return float(os.cpu_count() or 1)
+        nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+        return float(ray.cluster_resources().get("CPU", 0.0)), max(len(nodes), 1)
+    return float(os.cpu_count() or 1), 1
 
 
 def apply_plan(cfg: Any, plan: ResourcePlan) -> dict[str, Any]:
