@@ -11,6 +11,9 @@ torch)::
     GraphOfflinePreLearner       RLlib OfflinePreLearner for ragged graph episodes / rows
     GraphEnvRunner               RLlib SingleAgentEnvRunner for spaces.Graph envs (evaluation,
                                  recording; set by configure when the config has an env)
+    configure_online(config)     PPO on a Graph env: GraphEnvRunner, GNNModule with a value
+                                 head, GraphPPOTorchLearner (graph-aware learner connector)
+    load_module_weights(algo, m) fine-tune: a trained module's weights into a built algorithm
     GNNModule                    PyG message-passing TorchRLModule
     GraphCollateFn               learner-side collate (Arrow rows -> PyG-batched tensors)
     NodeAction / EdgeAction      the action is a node / an edge of this step's graph (masked)
@@ -42,6 +45,9 @@ _EXPORTS: dict[str, str] = {
     "GraphMARWIL": "offline_graph.rllib.algorithms",
     "GraphOfflinePreLearner": "offline_graph.rllib.prelearner",
     "GraphEnvRunner": "offline_graph.rllib.env_runner",
+    "configure_online": "offline_graph.rllib.online",
+    "load_module_weights": "offline_graph.rllib.online",
+    "GraphPPOTorchLearner": "offline_graph.rllib.ppo_learner",
     "GNNModule": "offline_graph.rllib.gnn_module",
     "GraphCollateFn": "offline_graph.rllib.collate_fn",
     "encode_episode": "offline_graph.rllib.episodes",
@@ -91,6 +97,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.rllib.evaluation import evaluate_module, evaluate_policy, restore_module
     from offline_graph.rllib.env_runner import GraphEnvRunner
     from offline_graph.rllib.gnn_module import GNNModule
+    from offline_graph.rllib.online import configure_online, load_module_weights
+    from offline_graph.rllib.ppo_learner import GraphPPOTorchLearner
     from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 
 
@@ -116,6 +124,9 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "GraphMARWIL",
     "GraphOfflinePreLearner",
     "GraphEnvRunner",
+    "configure_online",
+    "load_module_weights",
+    "GraphPPOTorchLearner",
     "GNNModule",
     "GraphCollateFn",
     "encode_episode",

@@ -19,6 +19,7 @@ JOBS = {
     "convert": "Args",
     "train": "Config",
     "evaluate": "Config",
+    "finetune": "Config",
     "bench": "Args",
     "experiment": "Config",
     "migrate": "Config",

@@ -8,7 +8,9 @@ generated data). One module per concern:
   ``stream``, ``collate`` (throughput of each stage of the data path);
 * :mod:`offline_graph.bench.case_bytes`: ``bytes`` (bytes per transition at each stage);
 * :mod:`offline_graph.bench.case_memory`: ``memory`` (peak RSS of a prelearner worker);
-* :mod:`offline_graph.bench.case_gpu`: ``gpu`` (learner step time on CUDA).
+* :mod:`offline_graph.bench.case_gpu`: ``gpu`` (learner step time on CUDA);
+* :mod:`offline_graph.bench.case_sampling`: ``sampling`` (EnvRunner env steps/s, graphs vs a
+  padded Box).
 
 Importing this module imports neither Ray nor torch (the cases import them when they run).
 """
@@ -27,6 +29,7 @@ from offline_graph.bench.case_data_path import (
 )
 from offline_graph.bench.case_gpu import case_gpu
 from offline_graph.bench.case_memory import case_memory
+from offline_graph.bench.case_sampling import case_sampling
 from offline_graph.bench.harness import BenchContext, Row
 
 CaseFunction = Callable[[BenchContext], list[Row]]
@@ -40,6 +43,7 @@ CASE_FUNCTIONS: dict[str, CaseFunction] = {
     "collate": case_collate,
     "memory": case_memory,
     "gpu": case_gpu,
+    "sampling": case_sampling,
 }
 """Case name -> case function, in the order ``offline-graph bench`` runs them."""
 

@@ -17,6 +17,7 @@ COMMANDS = {
     "convert": "convert recorded episodes into transition rows (Ray Data job)",
     "train": "train BC or MARWIL on recorded episodes or converted rows, then evaluate",
     "evaluate": "evaluate a saved checkpoint in the env",
+    "finetune": "fine-tune a saved checkpoint online with PPO in the env (RLlib's EnvRunners)",
     "bench": "benchmark the graph data path against RLlib's stock padded path",
     "experiment": "the learning-quality table: BC / MARWIL / bag of nodes over seeds, one PNG",
     "migrate": "migrate padded RLlib Repeated recordings into ragged episode files",
