@@ -186,6 +186,38 @@ def test_ppo_trains_gnn_module_on_graph_env(ray_session, runners):
         algo.stop()
 
 
+def test_selection_dist_inputs_are_padded_then_trimmed_per_minibatch():
+    from offline_graph.rllib.graph_minibatch import select_transitions
+    from offline_graph.rllib.ppo_learner import pad_choices
+
+    low = np.finfo(np.float32).min
+    padded = pad_choices({("a",): [np.zeros(3), np.zeros(1)], ("b",): [np.zeros(2)]})
+    assert padded.shape == (3, 3) and padded.dtype == np.float32
+    assert (padded[1, 1:] == low).all() and (padded[2, 2] == low) and padded[0].max() == 0
+    graphs = [make_graph(n, 1, F=F, D=D, seed=n) for n in (3, 1, 2)]
+    obs = {k: torch.as_tensor(v) for k, v in collate(GraphColumns.from_graphs(graphs, D, None)).items()}
+    columns = {Columns.OBS: obs, Columns.ACTION_DIST_INPUTS: torch.as_tensor(padded)}
+    got = select_transitions(columns, torch.tensor([2, 1]), "node")
+    assert got[Columns.ACTION_DIST_INPUTS].shape == (2, 2)  # the most nodes of graphs 2, 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["offline_graph/NextHop-v0", "offline_graph/GrowTree-v0"])
+def test_ppo_trains_node_and_edge_selection(ray_session, env):
+    cfg = (
+        PPOConfig()
+        .environment(env)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+        .training(train_batch_size_per_learner=200, minibatch_size=64, num_epochs=2)
+        .rl_module(model_config=dict(SMALL))
+    )
+    algo = configure_online(cfg).build_algo()
+    try:
+        check_result(algo.train())
+    finally:
+        algo.stop()
+
+
 @pytest.mark.slow
 def test_finetune_starts_from_bc_module_weights(ray_session):
     env = gym.make("offline_graph/Graph-v0")

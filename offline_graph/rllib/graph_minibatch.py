@@ -72,6 +72,16 @@ def select_transitions(columns: dict[str, Any], idx: torch.Tensor, mask_level: s
             out[key] = select_graphs(value, idx, mask_level)
         else:
             out[key] = _take(value, idx)
+    dist_inputs = out.get(Columns.ACTION_DIST_INPUTS)
+    if mask_level in ("node", "edge") and Columns.OBS in out and dist_inputs is not None:
+        # node / edge selection: [b, M] of these graphs, as the module lays them out
+        obs = out[Columns.OBS]
+        if mask_level == "node":
+            counts = obs["ptr"][1:] - obs["ptr"][:-1]
+        else:
+            counts = torch.bincount(obs["batch"][obs["edge_index"][0]], minlength=obs["ptr"].numel() - 1)
+        width = max(1, int(counts.max()) if counts.numel() else 1)
+        out[Columns.ACTION_DIST_INPUTS] = dist_inputs[:, :width]
     return out
 
 

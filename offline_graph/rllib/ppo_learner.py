@@ -14,7 +14,9 @@ override                         why
                                  ``BatchIndividualItems``: observations (graph dicts, one per
                                  step plus the bootstrap step) become one PyG batch
                                  ``{x, edge_index, [edge_attr], batch, ptr, [action_mask]}``,
-                                 every other column is batched by RLlib's piece. GAE then
+                                 every other column is batched by RLlib's piece (node / edge
+                                 selection: the unpadded ``ACTION_DIST_INPUTS`` rows padded to
+                                 ``[B, M]``, :func:`pad_choices`). GAE then
                                  runs ``GNNModule.compute_values`` on that batch (the value
                                  head) and adds advantages and value targets
 ``_create_iterator_if_necessary``  episodes -> learner connector -> minibatches of
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import numpy as np
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.common.batch_individual_items import BatchIndividualItems
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
@@ -69,6 +72,11 @@ class LearnerBatchGraphObservations(BatchIndividualItems):
         **kwargs: Any,
     ) -> Any:
         obs = batch.pop(Columns.OBS, None)
+        module = _sub_module(rl_module, DEFAULT_POLICY_ID)
+        space = self.input_observation_space or getattr(module, "observation_space", None)
+        action_space = self.input_action_space or getattr(module, "action_space", None)
+        level = selection_level(action_space)
+        choices = batch.pop(Columns.ACTION_DIST_INPUTS, None) if level is not None else None
         batch = super().__call__(
             rl_module=rl_module,
             batch=batch,
@@ -85,16 +93,26 @@ class LearnerBatchGraphObservations(BatchIndividualItems):
                 graphs.extend(items)
         else:
             graphs = list(obs)
-        module = _sub_module(rl_module, DEFAULT_POLICY_ID)
-        space = self.input_observation_space or getattr(module, "observation_space", None)
-        action_space = self.input_action_space or getattr(module, "action_space", None)
         edge_dim = _edge_dim(space, graphs[0] if graphs else None)
-        columns = graph_batch(graphs, edge_dim, selection_level(action_space))
-        if isinstance(rl_module, MultiRLModule):
-            batch.setdefault(DEFAULT_POLICY_ID, {})[Columns.OBS] = columns
-        else:
-            batch[Columns.OBS] = columns
+        columns: dict[str, Any] = {Columns.OBS: graph_batch(graphs, edge_dim, level)}
+        if choices is not None:
+            columns[Columns.ACTION_DIST_INPUTS] = pad_choices(choices)
+        target = batch.setdefault(DEFAULT_POLICY_ID, {}) if isinstance(rl_module, MultiRLModule) else batch
+        target.update(columns)
         return batch
+
+
+def pad_choices(column: Any) -> np.ndarray:
+    """Node / edge selection ``ACTION_DIST_INPUTS``, stored unpadded per step (each row its own
+    graph's ``N`` / ``E`` entries), as one ``[B, M]`` float32 array: ``M`` = the most choices,
+    filler ``finfo.min`` (probability 0), the module's own layout."""
+    items = [r for rs in column.values() for r in rs] if isinstance(column, dict) else list(column)
+    rows = [np.asarray(r, np.float32).reshape(-1) for r in items]
+    width = max([1] + [r.size for r in rows])
+    out = np.full((len(rows), width), np.finfo(np.float32).min, np.float32)
+    for i, row in enumerate(rows):
+        out[i, : row.size] = row
+    return out
 
 
 def graph_learner_connector(pipeline: ConnectorPipelineV2) -> None:
