@@ -13,12 +13,12 @@ the data (:mod:`offline_graph.jobs.spaces`); the rows' metadata records them. Wr
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from offline_graph.cli.arguments import config_from, parser_for
+from offline_graph.data import storage
 from offline_graph.data.reader import OnError
 
 
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({report['transitions_per_s']:.0f}/s)  bytes in/out: "
         f"{report['bytes_in']}/{report['bytes_out']}"
     )
-    print(f"report: {os.path.join(args.output, REPORT_NAME)}")
+    print(f"report: {storage.join(args.output, REPORT_NAME)}")
     return 0
 
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 from offline_graph.cli.arguments import arg, config_from, parser_for
@@ -87,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         parser.error(f"evaluate: --episodes must be >= 1 (found {cfg.episodes}).")
     if cfg.num_envs < 1:
         parser.error(f"evaluate: --num-envs must be >= 1 (found {cfg.num_envs}).")
-    if cfg.checkpoint is not None and not os.path.isdir(cfg.checkpoint):
+    if cfg.checkpoint is not None and not storage.is_dir(cfg.checkpoint):
         parser.error(
             f"evaluate: --checkpoint must be a directory (found {cfg.checkpoint!r} missing). "
             "Pass the --checkpoint directory of offline-graph train."
@@ -98,10 +98,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
 def _summary(checkpoint: str | None) -> dict[str, Any]:
     if checkpoint is None:
         return {}
-    path = os.path.join(checkpoint, "summary.json")
+    path = storage.join(checkpoint, "summary.json")
     try:
-        with open(path) as f:
-            return json.load(f)
+        return dict(json.loads(storage.read_bytes(path)))
     except (OSError, ValueError):
         return {}
 
@@ -167,7 +166,7 @@ def run(cfg: Config) -> dict[str, Any]:
     t = time.perf_counter()
     res: dict[str, Any] = {"env": env_name}
     if cfg.checkpoint is not None:
-        res["checkpoint"] = os.path.abspath(cfg.checkpoint)
+        res["checkpoint"] = storage.absolute(cfg.checkpoint)
         module = restore_module(cfg.checkpoint)
         check_module_env(module, env_name, cfg.env_config)
         res["module"] = evaluate_module(
@@ -213,9 +212,7 @@ def run(cfg: Config) -> dict[str, Any]:
         )
     print(line)
     if cfg.output:
-        os.makedirs(os.path.dirname(os.path.abspath(cfg.output)), exist_ok=True)
-        with open(cfg.output, "w") as f:
-            json.dump(res, f, indent=2)
+        storage.write_bytes(cfg.output, json.dumps(res, indent=2).encode())  # a path or a URI
     return res
 
 

@@ -14,11 +14,11 @@ same command writes byte-identical files whatever ``--workers`` is. Files hold a
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 
+from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.jobs.recording import DEFAULT_ENV, DEFAULT_MASK_KEY
 from offline_graph.cli.arguments import bad_value, bounded, check_bounds, parse_config, parser_for
@@ -99,13 +99,13 @@ def check_config(cfg: Config) -> None:
 
 def prepare_output(output: str, overwrite: bool) -> None:
     """Refuse a non-empty ``output`` unless ``overwrite`` (then delete its episode files)."""
-    if os.path.exists(output) and not os.path.isdir(output):
+    if storage.exists(output) and not storage.is_dir(output):
         raise ConfigError(
             f"record: --output must be a directory (found the file {output}). Give a new or empty directory."
         )
-    if not os.path.isdir(output):
+    if not storage.is_dir(output):
         return
-    entries = sorted(os.listdir(output))
+    entries = storage.entries(output)
     if not entries:
         return
     if not overwrite:
@@ -123,7 +123,7 @@ def prepare_output(output: str, overwrite: bool) -> None:
             "directory."
         )
     for name in ours:
-        os.remove(os.path.join(output, name))
+        storage.remove_file(storage.join(output, name))
 
 
 def run(cfg: Config) -> dict:

@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from offline_graph.data import storage
 from offline_graph.cli.arguments import bad_value, bounded, check_bounds, parse_config, parser_for
 from offline_graph.cli.train_config import build_config, data_metadata, quiet_ray_data
 from offline_graph.cli.train_report import (
@@ -174,7 +175,7 @@ def check_config(cfg: Config) -> None:
             ">= 2 with --num-learners 0 (>= 1 otherwise)",
             "RLlib's single-batch path cannot apply the graph collate function.",
         )
-    if not os.path.exists(cfg.data):
+    if not storage.exists(cfg.data):
         raise bad("data", "an existing file or directory", "Record data with offline-graph record.")
 
 
@@ -274,8 +275,9 @@ def run(cfg: Config) -> dict[str, Any]:
                 flush=True,
             )
 
-        os.makedirs(cfg.checkpoint, exist_ok=True)
-        ckpt = str(algo.save_to_path(os.path.abspath(cfg.checkpoint)))
+        storage.makedirs(cfg.checkpoint)
+        # RLlib resolves a URI itself (pyarrow.fs.FileSystem.from_uri)
+        ckpt = str(algo.save_to_path(storage.absolute(cfg.checkpoint)))
         module = algo.get_module()
         try:
             report: dict[str, Any] | None = data_report(config)
@@ -323,7 +325,7 @@ def run(cfg: Config) -> dict[str, Any]:
     if env is not None:
         env.close()
 
-    curve = cfg.curve or os.path.join(cfg.checkpoint, "learning_curve.png")
+    curve = cfg.curve or storage.join(cfg.checkpoint, "learning_curve.png")
     save_curve(curve, history, f"{cfg.algo} on {os.path.basename(os.path.normpath(cfg.data))}")
     later = [h["transitions_per_s"] for h in history[1:] if h["transitions_per_s"]]
     summary = {
@@ -352,13 +354,13 @@ def run(cfg: Config) -> dict[str, Any]:
         "illegal_share": evaluation.get("module", {}).get("illegal_share"),
         "success_rate": evaluation.get("module", {}).get("success_rate"),
         "checkpoint": ckpt,
-        "module_dir": os.path.join(ckpt, "learner_group", "learner", "rl_module", DEFAULT_MODULE_ID),
+        "module_dir": storage.join(ckpt, "learner_group", "learner", "rl_module", DEFAULT_MODULE_ID),
         "curve": curve,
         "versions": versions(),
     }
-    with open(os.path.join(cfg.checkpoint, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2, default=json_default)
-    print(f"checkpoint: {ckpt}\ncurve: {curve}\nsummary: {os.path.join(cfg.checkpoint, 'summary.json')}")
+    summary_path = storage.join(cfg.checkpoint, "summary.json")
+    storage.write_bytes(summary_path, json.dumps(summary, indent=2, default=json_default).encode())
+    print(f"checkpoint: {ckpt}\ncurve: {curve}\nsummary: {summary_path}")
     return summary
 
 

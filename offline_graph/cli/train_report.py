@@ -3,11 +3,12 @@ the learning curve and the summary JSON helpers (see :mod:`offline_graph.cli.tra
 
 from __future__ import annotations
 
-import os
+import io
 from typing import Any
 
 import numpy as np
 
+from offline_graph.data import storage
 from offline_graph.data.reader import OnError
 
 SIDE_SAMPLE_LIMIT = 50_000
@@ -39,9 +40,9 @@ class SideSampler:
         total = 0
         for f in files:
             if kind == "transitions":
-                g = table_to_graphs(pq.read_table(f))
+                g = table_to_graphs(pq.read_table(storage.open_input_file(f)))
             else:
-                items = pq.read_table(f, columns=["item"]).column("item").to_pylist()
+                items = pq.read_table(storage.open_input_file(f), columns=["item"]).column("item").to_pylist()
                 eps = read_episodes(items, [f] * len(items), spec, on_error=on_error)
                 if not eps:
                     continue
@@ -141,9 +142,10 @@ def save_curve(path: str, history: list[dict[str, Any]], title: str) -> None:
         ax.grid(alpha=0.3)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
+    storage.write_bytes(path, png.getvalue())  # a local path or a URI
 
 
 def json_default(o: Any) -> Any:

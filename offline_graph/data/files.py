@@ -7,8 +7,6 @@ named and ``skip`` mode drops the file and counts it, never a failure deep in a 
 
 from __future__ import annotations
 
-import glob
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,6 +21,7 @@ from offline_graph.data.errors import (
     SchemaError,
     where,
 )
+from offline_graph.data import storage
 from offline_graph.data.format import parse_metadata
 
 REQUIRED: dict[str, dict[str, tuple[pa.DataType, ...] | None]] = {
@@ -46,15 +45,14 @@ class FileScan:
 
 
 def list_files(input_: Any) -> list[str]:
-    """Local Parquet files under ``input_`` (paths or dirs); remote URIs are not listed."""
+    """Parquet files under ``input_`` (paths, dirs or URIs such as ``s3://bucket/dir``; a
+    directory is listed recursively), sorted per input; URIs stay URIs."""
     paths = input_ if isinstance(input_, (list, tuple)) else [input_]
     files: list[str] = []
     for p in map(str, paths):
-        if "://" in p:
-            continue
-        if os.path.isdir(p):
-            files += sorted(glob.glob(os.path.join(p, "**", "*.parquet"), recursive=True))
-        elif os.path.exists(p):
+        if storage.is_dir(p):
+            files += storage.list_dir(p, ".parquet", recursive=True)
+        elif storage.exists(p):
             files.append(p)
         else:
             raise ConfigError(
@@ -68,8 +66,10 @@ def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> di
     """Metadata of one file after checking it opens, its format and its required columns;
     ``row_groups`` (a list) receives the footer's (rows, uncompressed bytes) per row group."""
     try:
-        schema = pq.read_schema(path)
-        footer = pq.ParquetFile(path).metadata  # the footer must be complete
+        with storage.open_input_file(path) as fh:
+            parquet = pq.ParquetFile(fh)
+            footer = parquet.metadata  # the footer must be complete
+            schema = parquet.schema_arrow
         if row_groups is not None:
             row_groups.extend(
                 (footer.row_group(g).num_rows, footer.row_group(g).total_byte_size)
@@ -102,7 +102,7 @@ def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> di
 
 
 def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> FileScan:
-    """Check every local input file; in skip mode bad files are dropped and counted."""
+    """Check every input file (local or URI); in skip mode bad files are dropped and counted."""
     scan = FileScan(kind=None, files=[])
     kinds: dict[str, str] = {}
     for path in list_files(input_):

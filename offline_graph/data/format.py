@@ -20,6 +20,7 @@ from typing import Any, Literal, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from offline_graph.data import storage
 from offline_graph.data.errors import FormatVersionError, where
 
 FORMAT_VERSION = 1
@@ -44,7 +45,8 @@ def write_episode_file(path: str, items: Sequence[bytes], **metadata: Any) -> No
     ``episodes`` metadata of this version plus ``metadata`` (env, spaces, ...)."""
     table = pa.table({"item": pa.array(list(items), pa.binary())})
     meta = make_metadata("episodes", **metadata)
-    pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
+    fs, inner = storage.resolve(path)
+    pq.write_table(table.replace_schema_metadata(meta), inner, compression="zstd", filesystem=fs)
 
 
 def parse_metadata(raw: dict[bytes, bytes] | None, file: str | None = None) -> dict[str, Any]:
@@ -82,7 +84,8 @@ def check_metadata(meta: dict[str, Any], file: str | None = None) -> None:
 def read_file_metadata(path: str) -> dict[str, Any]:
     """The checked offline_graph metadata of one Parquet file."""
     try:
-        schema = pq.read_schema(path)
+        with storage.open_input_file(path) as fh:
+            schema = pq.read_schema(fh)
     except Exception as err:  # pyarrow raises several types for damaged files
         raise FormatVersionError(
             f"{where(file=path)}: file must be a readable Parquet file (found {err}). "

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from offline_graph.data import storage
 from offline_graph.data.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.reader import ReadStats, read_transitions
@@ -151,7 +152,7 @@ def read_held_out(
         if total >= limit:
             break
         if kind == "transitions":
-            table = pq.read_table(path)
+            table = pq.read_table(storage.open_input_file(path))
             mask = row_mask(table, fraction, seed)
             held_rows = table.filter(pa.array(mask))
             if held_rows.num_rows:
@@ -161,7 +162,8 @@ def read_held_out(
                     episodes += int((held_rows.column("t").to_numpy() == 0).sum())
                 total += held_rows.num_rows
             continue
-        items = pq.read_table(path, columns=["item"]).column("item").to_pylist()
+        table = pq.read_table(storage.open_input_file(path), columns=["item"])
+        items = table.column("item").to_pylist()
         parts = read_transitions(items, [path] * len(items), spec, 0.99, on_error=on_error)
         _, held, count = split_parts(parts, fraction, seed)
         episodes += count

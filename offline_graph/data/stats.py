@@ -22,7 +22,6 @@ Two padded layouts are priced per transition (one padded graph each):
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +37,7 @@ from offline_graph.data.errors import (
     SchemaError,
     where,
 )
+from offline_graph.data import storage
 from offline_graph.data.files import list_files
 from offline_graph.data.format import read_file_metadata
 from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
@@ -48,7 +48,7 @@ PERCENTILES = (50, 90, 99)
 def episode_files(path: str) -> list[str]:
     """``path`` itself if it is a file, else the ``*.parquet`` files under it (subdirectories
     too, as RLlib's recorder writes ``DIR/<env>/run-*/``), sorted: :func:`files.list_files`."""
-    if not os.path.exists(path):
+    if not storage.exists(path):
         raise ConfigError(
             f"inspect: PATH must be a Parquet file or a directory of them (found {path!r}, "
             "which does not exist). Check the path."
@@ -152,7 +152,8 @@ def collect(path: str, *, strict: bool = False) -> Collected:
                 "inspect reads recorded episode files; inspect the episodes a transition "
                 "file was converted from instead."
             )
-        table = pq.read_table(file)
+        with storage.open_input_file(file) as fh:
+            table = pq.read_table(fh)
         if "item" not in table.column_names:
             raise SchemaError(
                 f"{where(file=file)}: column 'item' must be present (found columns "

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -33,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from offline_graph.data import storage
 from offline_graph.jobs import accounting
 from offline_graph.data.errors import (
     ConfigError,
@@ -121,22 +120,14 @@ class ConvertEpisodes:
 
 
 def _save_stats(stats_dir: str, key: str, stats: ReadStats) -> None:
-    os.makedirs(stats_dir, exist_ok=True)
-    path = os.path.join(stats_dir, f"{key}.json")
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(accounting.to_dict(stats), fh)
-    os.replace(tmp, path)  # atomic: a reader sees the old or the new report, never half
+    # atomic (a local rename, an object store's whole-object PUT): a reader sees the old or
+    # the new report, never half of one
+    body = json.dumps(accounting.to_dict(stats)).encode()
+    storage.write_bytes(storage.join(stats_dir, f"{key}.json"), body)
 
 
 def _load_stats(stats_dir: str) -> ReadStats:
-    if not os.path.isdir(stats_dir):
-        return ReadStats()
-    blocks = []
-    for name in sorted(os.listdir(stats_dir)):
-        if name.endswith(".json"):
-            with open(os.path.join(stats_dir, name)) as fh:
-                blocks.append(json.load(fh))
+    blocks = [json.loads(storage.read_bytes(f)) for f in storage.list_dir(stats_dir, ".json")]
     return accounting.from_dicts(blocks)
 
 
@@ -177,10 +168,11 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
                 f"convert: {name} must be > 0 (found {value!r}). Use a positive number"
                 + (" or None for all CPUs." if name == "num_workers" else ".")
             )
-    if os.path.isdir(cfg.output) and os.listdir(cfg.output):
+    existing = storage.list_dir(cfg.output, recursive=True) if storage.is_dir(cfg.output) else []
+    if existing:
         raise FileExistsError(
             f"convert: output {cfg.output} must be empty or absent (found "
-            f"{len(os.listdir(cfg.output))} entries). Choose a new --output or delete it."
+            f"{len(existing)} entries). Choose a new --output or delete it."
         )
     start = time.perf_counter()
     scan = scan_files(cfg.input, cfg.on_error)
@@ -189,7 +181,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
             f"convert: input {cfg.input} format kind must be 'episodes' (found 'transitions'). "
             "The input is already converted; train from it directly."
         )
-    bytes_in = sum(os.path.getsize(f) for f in scan.files)
+    bytes_in = sum(storage.size(f) for f in scan.files)
     ctx = ray.data.DataContext.get_current()
     previous = (ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled)
     ctx.execution_options.preserve_order = True
@@ -202,7 +194,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         # the read into the task, and a Data resource limit is not enforced without the
         # reservation turned off above.
         cpus = max(cpus, float(ray.cluster_resources().get("CPU", 1.0)) / cfg.num_workers)
-    stats_dir = os.path.join(cfg.output, STATS_DIR)
+    stats_dir = storage.join(cfg.output, STATS_DIR)
     schema = transition_schema(cfg.spec).with_metadata(
         # the rows record the spaces they were checked against (offline_graph.jobs.spaces)
         make_metadata("transitions", **{**cfg.source, **spec_texts(cfg.spec), "gamma": cfg.gamma})
@@ -234,14 +226,14 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     try:
         _write(ds, cfg.output, _Names(), schema, cpus)
     except Exception as err:
-        shutil.rmtree(stats_dir, ignore_errors=True)
+        _remove(stats_dir)
         reraise_project_error(err)
         raise
     finally:
         ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled = previous
-    os.makedirs(cfg.output, exist_ok=True)  # input files without rows: no task wrote anything
+    storage.makedirs(cfg.output)  # input files without rows: no task wrote anything
     total = _load_stats(stats_dir)
-    shutil.rmtree(stats_dir, ignore_errors=True)
+    _remove(stats_dir)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)
     seconds = time.perf_counter() - start
     if rows != total.transitions_used:
@@ -250,8 +242,8 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
             f"(found {rows}). A worker's output was lost or duplicated; rerun the job."
         )
     report = {
-        "input": os.path.abspath(cfg.input),
-        "output": os.path.abspath(cfg.output),
+        "input": storage.absolute(cfg.input),
+        "output": storage.absolute(cfg.output),
         "files_in": len(scan.files) + sum(scan.rejected.values()),
         "files_rejected_by_reason": dict(scan.rejected),
         "first_file_error_by_reason": dict(scan.examples),
@@ -268,9 +260,16 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         "format": json.loads(make_metadata("transitions")[b"offline_graph"]),
         "config": {k: v for k, v in asdict(cfg).items() if k != "spec"} | {"spec": asdict(cfg.spec)},
     }
-    with open(os.path.join(cfg.output, REPORT_NAME), "w") as fh:
-        json.dump(report, fh, indent=2, sort_keys=True)
+    text = json.dumps(report, indent=2, sort_keys=True)
+    storage.write_bytes(storage.join(cfg.output, REPORT_NAME), text.encode())
     return report
+
+
+def _remove(directory: str) -> None:
+    try:
+        storage.remove_tree(directory)
+    except OSError as err:  # the job's result does not depend on it
+        logger.warning("convert: could not remove %s (%s)", directory, err)
 
 
 def _write(ds: Any, output: str, names: Any, schema: pa.Schema, num_cpus: float) -> None:
@@ -289,10 +288,14 @@ def _write(ds: Any, output: str, names: Any, schema: pa.Schema, num_cpus: float)
 
 def _verify_output(output: str) -> tuple[int, int, int]:
     """(rows, distinct episodes, bytes) of the output; (eps_id, t) must be unique."""
-    files = sorted(os.path.join(output, f) for f in os.listdir(output) if f.endswith(".parquet"))
+    files = storage.list_dir(output, ".parquet")
     if not files:
         return 0, 0, 0
-    keys = pa.concat_tables([pq.read_table(f, columns=["eps_id", "t"]) for f in files])
+    tables = []
+    for f in files:
+        with storage.open_input_file(f) as fh:
+            tables.append(pq.read_table(fh, columns=["eps_id", "t"]))
+    keys = pa.concat_tables(tables)
     rows = keys.num_rows
     eps = keys.column("eps_id").cast(pa.string())
     pairs = (
@@ -311,4 +314,4 @@ def _verify_output(output: str) -> tuple[int, int, int]:
             reason="duplicate_id",
         )
         raise err
-    return rows, len(pc.unique(eps)), sum(os.path.getsize(f) for f in files)
+    return rows, len(pc.unique(eps)), sum(storage.size(f) for f in files)

@@ -32,6 +32,7 @@ from typing import Any, Callable
 import gymnasium as gym
 import pyarrow as pa
 
+from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError, FormatVersionError, OfflineGraphError, where
 from offline_graph.data.format import episode_file_name, write_episode_file
 from offline_graph.data.migrate import RepeatedLayout, layout_from_space
@@ -121,7 +122,7 @@ class EpisodeFiles:
         if not self.items:
             return
         first, last = self.count, self.count + len(self.items) - 1
-        path = os.path.join(self.output, episode_file_name(first, last))
+        path = storage.join(self.output, episode_file_name(first, last))
         write_episode_file(path, self.items, **self.metadata)
         self.files.append(path)
         self.count += len(self.items)
@@ -129,13 +130,14 @@ class EpisodeFiles:
 
 
 def prepare_output(output: str) -> None:
-    if os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):
+    is_dir = storage.is_dir(output)
+    if storage.exists(output) and (not is_dir or storage.entries(output)):
         raise ConfigError(
             f"migrate: --output must be a new or empty directory (found {output} "
-            f"{'a file' if not os.path.isdir(output) else 'not empty'}). Choose another "
+            f"{'a file' if not is_dir else 'not empty'}). Choose another "
             "directory."
         )
-    os.makedirs(output, exist_ok=True)
+    storage.makedirs(output)
 
 
 def _action_limits(space: gym.Space | None) -> tuple[str | None, int | None]:
@@ -191,7 +193,7 @@ def migrate(cfg: MigrateConfig, progress: Callable[[int], None] | None = None) -
     check_layout(cfg.observation_space, layout)
     level, num_actions = _action_limits(cfg.action_space)
     inputs = list_inputs(cfg.input)
-    created = not os.path.exists(cfg.output)
+    created = not storage.exists(cfg.output)
     prepare_output(cfg.output)
     obs_text = space_text(graph_space(layout.num_features, layout.edge_dim))
     meta: dict[str, Any] = {
@@ -235,9 +237,9 @@ def migrate(cfg: MigrateConfig, progress: Callable[[int], None] | None = None) -
         writer.flush()
     except BaseException:
         for path in writer.files:
-            os.remove(path)
-        if created and not os.listdir(cfg.output):
-            os.rmdir(cfg.output)
+            storage.remove_file(path)
+        if created and not storage.entries(cfg.output):
+            storage.remove_tree(cfg.output)
         raise
     seconds = time.perf_counter() - start
     totals = tally.totals
@@ -256,8 +258,8 @@ def migrate(cfg: MigrateConfig, progress: Callable[[int], None] | None = None) -
         "transitions_rejected": assembler.transitions_rejected,
         "files_rejected_by_reason": dict(sorted(files_rejected.items())),
         "first_error_by_reason": {**assembler.examples, **examples},
-        "bytes_before": sum(os.path.getsize(p) for p in inputs),
-        "bytes_after": sum(os.path.getsize(p) for p in writer.files),
+        "bytes_before": sum(storage.size(p) for p in inputs),
+        "bytes_after": sum(storage.size(p) for p in writer.files),
         "padded_payload_bytes": padded,
         "unpadded_payload_bytes": totals["unpadded"],
         "padding_factor": padded / totals["unpadded"] if totals["unpadded"] else None,
@@ -268,6 +270,5 @@ def migrate(cfg: MigrateConfig, progress: Callable[[int], None] | None = None) -
         "seconds": seconds,
         "transitions_per_s": totals["rows_read"] / seconds if seconds > 0 else None,
     }
-    with open(os.path.join(cfg.output, REPORT_NAME), "w") as fh:
-        json.dump(report, fh, indent=2)
+    storage.write_bytes(storage.join(cfg.output, REPORT_NAME), json.dumps(report, indent=2).encode())
     return report

@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import pickle
 from typing import Any, Iterator
 
@@ -33,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError, SchemaError, where
 from offline_graph.data.migrate import Problem, dense_vectors
 from offline_graph.data.migrate_episodes import OldBatch
@@ -47,19 +47,18 @@ NOT_CARRIED = {"type", "agent_index", "unroll_id", "infos", "agent_id", "module_
 def list_inputs(path: str) -> list[str]:
     """``path`` itself, or the ``*.parquet`` / ``*.json`` / ``*.jsonl`` files under it (recursive,
     sorted; names starting with ``_`` or ``.`` are side files and skipped)."""
-    if os.path.isfile(path):
+    if storage.exists(path) and not storage.is_dir(path):
         return [path]
-    if not os.path.isdir(path):
+    if not storage.is_dir(path):
         raise ConfigError(
             f"migrate: --input must be a file or a directory (found {path!r}, which "
             "does not exist). Point it at the old recording."
         )
-    found = sorted(
-        os.path.join(root, name)
-        for root, _, names in os.walk(path)
-        for name in names
-        if name.endswith(SUFFIXES) and not name.startswith(("_", "."))
-    )
+    found = [
+        file
+        for file in storage.list_dir(path, recursive=True)  # a local directory or a URI
+        if file.endswith(SUFFIXES) and not file.rsplit("/", 1)[-1].startswith(("_", "."))
+    ]
     if not found:
         raise ConfigError(
             f"migrate: --input must hold {'/'.join(SUFFIXES)} files (found none in "
@@ -136,11 +135,23 @@ def _json_type(name: str, value: Any, batched: bool) -> pa.DataType:
     return pa.list_(kind) if batched else kind
 
 
+def _first_line(path: str) -> bytes:
+    """The first line of a local or remote file (pyarrow's files have no ``readline``)."""
+    chunks: list[bytes] = []
+    with storage.open_input_file(path) as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            end = chunk.find(b"\n")
+            if end >= 0 or not chunk:
+                chunks.append(chunk[: end + 1] if end >= 0 else chunk)
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+
 def _json_batches(path: str, batch_rows: int, ignored: set[str] | None) -> Iterator[pa.RecordBatch]:
     """JSON lines parsed by pyarrow with the types of the first line's columns; only the
     migrated columns are parsed (others, e.g. ``infos``, are skipped unread)."""
-    with open(path, "rb") as fh:
-        first = fh.readline()
+    first = _first_line(path)
     try:
         head = json.loads(first)
     except ValueError as err:
@@ -162,7 +173,7 @@ def _json_batches(path: str, batch_rows: int, ignored: set[str] | None) -> Itera
     batched = isinstance(head.get("rewards"), list)
     schema = pa.schema([(n, _json_type(n, head[n], batched)) for n in head if n in USED])
     reader = pj.open_json(
-        path,
+        storage.open_input_file(path),
         read_options=pj.ReadOptions(block_size=max(1 << 24, 4 * len(first))),
         parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
     )
@@ -175,7 +186,7 @@ def _record_batches(path: str, batch_rows: int, ignored: set[str] | None) -> Ite
     if not path.endswith(".parquet"):
         yield from _json_batches(path, batch_rows, ignored)
         return
-    parquet = pq.ParquetFile(path)
+    parquet = pq.ParquetFile(storage.open_input_file(path))
     if ignored is not None:
         ignored.update(n for n in parquet.schema_arrow.names if n not in USED and n not in NOT_CARRIED)
     columns = [n for n in parquet.schema_arrow.names if n in USED]

@@ -10,7 +10,6 @@ tasks. Files hold at most ``episodes_per_file`` episodes (bounded size) and are 
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from offline_graph.rllib.episodes import encode_episode
 from offline_graph.data.errors import ConfigError
+from offline_graph.data import storage
 from offline_graph.data.format import episode_file_name, write_episode_file
 from offline_graph.data.graph import GraphDict, graph_to_dict, space_sizes
 from offline_graph.data.spaces import selection_level
@@ -246,7 +246,7 @@ def plan_jobs(
     mask_key: str | None = DEFAULT_MASK_KEY,
 ) -> list[RecordJob]:
     """Split ``episodes`` into files of at most ``episodes_per_file``."""
-    os.makedirs(output, exist_ok=True)
+    storage.makedirs(output)  # a local directory or a URI (offline_graph.data.storage)
     jobs = []
     for first in range(0, episodes, episodes_per_file):
         last = min(first + episodes_per_file, episodes)
@@ -260,7 +260,7 @@ def plan_jobs(
                 seed,
                 first,
                 last,
-                os.path.join(output, name),
+                storage.join(output, name),
                 mask_key,
             )
         )

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
+from offline_graph.data import storage
 from offline_graph.data.files import FileScan
 
 
@@ -24,7 +25,7 @@ def episode_source(scan: FileScan, rows_per_task: int, batch_rows: int) -> Any:
     schema = pa.schema([("item", pa.binary()), ("path", pa.string())])
 
     def read(path: str, groups: list[int]) -> Any:
-        file = pq.ParquetFile(path)
+        file = pq.ParquetFile(storage.open_input_file(path))  # a local path or a URI
         for batch in file.iter_batches(batch_size=batch_rows, row_groups=groups, columns=["item"]):
             item = batch.column(0)
             if item.type != pa.binary():

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from offline_graph.data.codec import RawEpisode, decode_state
 from offline_graph.data.errors import ConfigError, DecodeError
+from offline_graph.data import storage
 from offline_graph.data.files import FileScan, scan_files
 from offline_graph.data.space_text import Role, infer_spaces, parse_space, space_code, space_text
 
@@ -104,7 +105,7 @@ def _sample_episodes(scan: FileScan) -> tuple[list[RawEpisode], int]:
     files = 0
     for path in scan.files[:INFER_FILES]:
         files += 1
-        reader = pq.ParquetFile(path)
+        reader = pq.ParquetFile(storage.open_input_file(path))  # a local path or a URI
         for batch in reader.iter_batches(batch_size=INFER_EPISODES, columns=["item"]):
             for item in batch.column(0).to_pylist():
                 try:

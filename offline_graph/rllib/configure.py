@@ -44,6 +44,7 @@ from typing import Any, Literal, TypeVar
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.files import FileScan, scan_files
 from offline_graph.data.holdout import check_fraction
+from offline_graph.data.storage import is_uri
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.algorithms import graph_algo_class
 from offline_graph.rllib.collate_fn import GraphCollateFn
@@ -129,6 +130,10 @@ def configure(
             sum(scan.rejected.values()),
             dict(scan.rejected),
         )
+        cfg.offline_data(input_=scan.files)
+    elif scan is not None and any(is_uri(str(f)) for f in scan.files):
+        # RLlib's OfflineData takes a string input_ through Path(), which turns s3://b into
+        # s3:/b; a list of file URIs reaches ray.data.read_parquet as given.
         cfg.offline_data(input_=scan.files)
     settings = GraphSettings(
         on_error=on_error,

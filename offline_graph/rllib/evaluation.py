@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from offline_graph.data import storage
 from offline_graph.data.collate import collate
 from offline_graph.data.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
@@ -311,11 +312,11 @@ def restore_module(checkpoint: str, module_id: str | None = None) -> RLModule:
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     mid = module_id or DEFAULT_MODULE_ID
-    path = os.path.abspath(checkpoint)
-    candidates = [os.path.join(path, MODULE_SUBDIR, mid), path]
+    path = storage.absolute(checkpoint)  # a local directory or a URI
+    candidates = [storage.join(path, MODULE_SUBDIR, mid), path]
     for cand in candidates:
-        if os.path.isfile(os.path.join(cand, "module_state.pkl")) and os.path.isfile(
-            os.path.join(cand, "class_and_ctor_args.pkl")
+        if storage.exists(storage.join(cand, "module_state.pkl")) and storage.exists(
+            storage.join(cand, "class_and_ctor_args.pkl")
         ):
             module: Any = RLModule.from_checkpoint(cand)
             module.eval()

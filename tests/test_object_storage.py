@@ -1,0 +1,276 @@
+"""Object storage: record, inspect, convert and train against a real S3 server (moto_server).
+
+The server is ``moto_server`` from ``moto[server]`` (the dev extras), started on 127.0.0.1 by
+a fixture; our code sees it only through the standard variables (``AWS_ENDPOINT_URL``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+
+import hypothesis  # noqa: F401  (see below)
+import pyarrow.fs as pafs
+import pytest
+
+from offline_graph.data import storage
+from offline_graph.data.errors import FormatVersionError
+from offline_graph.data.files import list_files, scan_files
+from offline_graph.jobs.convert import ConvertEpisodes
+
+# hypothesis is imported up front: its pytest plugin imports it at the end of the session
+# otherwise, and on CPython 3.11.7 that late import (after Ray and torch ran in this process)
+# failed with "SystemError: AST constructor recursion depth mismatch" (exit status 1).
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "sample_data", "expert")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """A moto S3 server on a free port (module-wide); its URL."""
+    exe = shutil.which("moto_server")
+    if exe is None:
+        pytest.skip("moto_server not installed (pip install 'moto[server]', in the dev extras)")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=1).close()
+                break
+            except Exception as err:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto_server must answer on {url} within 30 s (found {err})") from err
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@pytest.fixture(scope="module")
+def s3_env(s3_endpoint):
+    """The standard variables pointing at the server (set before Ray starts, so its workers
+    inherit them), and a fresh bucket; yields the bucket's URI."""
+    mp = pytest.MonkeyPatch()
+    for key, value in {**ENV, "AWS_ENDPOINT_URL": s3_endpoint}.items():
+        mp.setenv(key, value)
+    fs = pafs.S3FileSystem(endpoint_override=s3_endpoint, allow_bucket_creation=True)
+    fs.create_dir("og-test")
+    yield "s3://og-test"
+    mp.undo()
+
+
+def upload(local_dir: str, uri: str) -> list[str]:
+    fs, path = storage.resolve(uri)
+    pafs.copy_files(local_dir, path, destination_filesystem=fs)
+    return storage.list_dir(uri, ".parquet", recursive=True)
+
+
+def test_storage_helper_lists_reads_and_writes_uris(s3_env):
+    base = f"{s3_env}/helper"
+    storage.write_bytes(storage.join(base, "a", "x.json"), b"{}")
+    storage.write_bytes(storage.join(base, "b.parquet"), b"no")
+    assert storage.exists(base) and storage.is_dir(base)
+    assert storage.read_bytes(f"{base}/a/x.json") == b"{}"
+    assert storage.list_dir(base, ".json", recursive=True) == [f"{base}/a/x.json"]
+    assert storage.entries(base) == ["a", "b.parquet"]
+    storage.remove_tree(base)
+    assert not storage.exists(f"{base}/a/x.json")
+
+
+def test_schemes_pyarrow_lacks_go_through_fsspec():
+    from offline_graph.data.format import write_episode_file
+
+    storage.write_bytes("memory://og/x/a.json", b"{}")
+    write_episode_file("memory://og/eps/e.parquet", [b"x"])
+    assert storage.list_dir("memory://og", recursive=True) == [
+        "memory://og/eps/e.parquet",
+        "memory://og/x/a.json",
+    ]
+    assert scan_files("memory://og/eps").files == ["memory://og/eps/e.parquet"]
+
+
+def test_bad_file_in_bucket_raise_names_uri_and_skip_counts(s3_env):
+    base = f"{s3_env}/bad"
+    files = upload(SAMPLE, base)
+    storage.write_bytes(f"{base}/broken.parquet", storage.read_bytes(files[0])[:5000])
+    assert len(list_files(base)) == 3
+    with pytest.raises(FormatVersionError) as err:
+        scan_files(base, "raise")
+    assert f"{base}/broken.parquet" in str(err.value)
+    scan = scan_files(base, "skip")
+    assert scan.files == files and dict(scan.rejected) == {"unreadable_file": 1}
+
+
+def test_inspect_reads_a_bucket(s3_env):
+    from offline_graph.data.stats import collect
+
+    base = f"{s3_env}/inspect"
+    upload(SAMPLE, base)
+    remote, local = collect(base), collect(SAMPLE)
+    assert len(remote.files) == 2 and remote.files[0].startswith(f"{base}/")
+    assert remote.lengths == local.lengths and len(remote.lengths) == 120
+
+
+def test_inspect_cli_reads_a_bucket(s3_env, capsys):
+    from offline_graph.cli.inspect_data import main
+
+    base = f"{s3_env}/inspect-cli"
+    upload(SAMPLE, base)
+    assert main([base]) == 0
+    assert "120" in capsys.readouterr().out
+
+
+def test_migrate_bucket_to_bucket(s3_env, tmp_path):
+    from tests.migrate_data import assert_lossless, make_recording, run, write_json_rows, write_parquet
+
+    eps, rows = make_recording(seed=2, episodes=5)
+    (tmp_path / "old").mkdir()
+    write_parquet(rows[:7], tmp_path / "old" / "a.parquet")
+    write_json_rows(rows[7:], tmp_path / "old" / "b.jsonl")
+    old, new = f"{s3_env}/migrate/old", f"{s3_env}/migrate/new"
+    upload(str(tmp_path / "old"), old)
+    report = run(old, new, batch_rows=3)
+    assert (report["files_in"], report["episodes"], report["transitions"]) == (2, 5, len(rows))
+    assert json.loads(storage.read_bytes(f"{new}/_migration_report.json"))["episodes"] == 5
+    local = tmp_path / "new"
+    local.mkdir()
+    for f in list_files(new):
+        (local / f.rsplit("/", 1)[1]).write_bytes(storage.read_bytes(f))
+    assert_lossless(eps, local)
+
+
+@pytest.mark.slow
+def test_record_convert_bucket_to_bucket_then_train(s3_env, tmp_path):
+    """record -> s3, convert s3 -> s3 (same rows as a local conversion, report present; a bad
+    file skipped and counted; a killed worker changes nothing), train 1 iteration from s3."""
+    import ray
+
+    from offline_graph.cli import evaluate as evaluate_cli
+    from offline_graph.cli import train as train_cli
+    from offline_graph.jobs.convert import REPORT_NAME, ConvertConfig, convert
+    from offline_graph.jobs.recording import plan_jobs, record
+    from offline_graph.jobs.spaces import resolve_spaces
+    from offline_graph.data.reader import spec_from_spaces
+
+    eps = f"{s3_env}/run/episodes"
+    jobs = plan_jobs(
+        env="offline_graph/Graph-v0",
+        env_config=None,
+        policy="expert",
+        epsilon=0.0,
+        seed=0,
+        episodes=20,
+        episodes_per_file=10,
+        output=eps,
+    )
+    transitions = sum(s["transitions"] for s in record(jobs, show_progress=False))
+    files = list_files(eps)
+    assert len(files) == 2 and all(f.startswith(f"{eps}/episodes-") for f in files)
+    storage.write_bytes(f"{eps}/zz-broken.parquet", storage.read_bytes(files[0])[:3000])
+    local = str(tmp_path / "episodes")
+    os.makedirs(local)
+    for f in files:
+        with open(os.path.join(local, f.rsplit("/", 1)[1]), "wb") as fh:
+            fh.write(storage.read_bytes(f))
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        spaces = resolve_spaces(eps, scan=scan_files(eps, "skip"), who="test")
+        spec = spec_from_spaces(spaces.observation_space, spaces.action_space)
+        rows = f"{s3_env}/run/rows"
+        report = convert(ConvertConfig(input=eps, output=rows, spec=spec, on_error="skip"))
+        local_report = convert(ConvertConfig(input=local, output=str(tmp_path / "rows"), spec=spec))
+        assert report["transitions_out"] == local_report["transitions_out"] == transitions
+        assert report["files_rejected_by_reason"] == {"unreadable_file": 1}
+        assert report["input"] == eps and report["output"] == rows
+        assert json.loads(storage.read_bytes(f"{rows}/{REPORT_NAME}"))["transitions_out"] == transitions
+        assert not storage.exists(f"{rows}/_block_stats")
+        remote_bytes = sorted(storage.read_bytes(f) for f in list_files(rows))
+        local_bytes = sorted(storage.read_bytes(f) for f in list_files(str(tmp_path / "rows")))
+        assert remote_bytes == local_bytes  # the same rows, byte for byte
+        with pytest.raises(FormatVersionError, match=f"{eps}/zz-broken.parquet"):
+            convert(ConvertConfig(input=eps, output=f"{s3_env}/run/rows-raise", spec=spec))
+        killed = f"{s3_env}/run/rows-killed"
+        again = convert(
+            ConvertConfig(input=eps, output=killed, spec=spec, on_error="skip", episodes_per_batch=5),
+            map_class=DieOnce,
+        )
+        assert storage.exists(f"{s3_env}/run/died")  # the worker really died once
+        assert again["transitions_out"] == transitions
+        assert sorted(storage.read_bytes(f) for f in list_files(killed)) == remote_bytes
+
+        algo = _train_config(rows).build_algo()
+        try:
+            result = algo.train()
+            assert result["learners"]["default_policy"]["num_module_steps_trained"] > 0
+        finally:
+            algo.stop()
+        # the CLI on the episode files in the bucket (the broken one skipped and counted),
+        # checkpoint, curve and summary into the bucket; evaluate from there
+        ckpt = f"{s3_env}/run/ckpt"
+        argv = ["--algo", "bc", "--data", eps, "--on-error", "skip", "--checkpoint", ckpt]
+        argv += ["--iterations", "1", "--eval-episodes", "0", "--batch-size", "32", "--hidden", "16"]
+        assert train_cli.main(argv + ["--updates-per-iteration", "2"]) == 0
+        summary = json.loads(storage.read_bytes(f"{ckpt}/summary.json"))
+        assert summary["iterations"][0]["env_steps_trained"] == 2 * 32
+        assert summary["data"]["files_rejected_before_training"] == {"unreadable_file": 1}
+        assert summary["data"]["report"]["episodes_used"] == 20
+        assert storage.read_bytes(f"{ckpt}/learning_curve.png")[:4] == b"\x89PNG"
+        assert storage.exists(f"{ckpt}/rllib_checkpoint.json")
+        evaluated = f"{ckpt}/eval.json"
+        assert evaluate_cli.main(["--checkpoint", ckpt, "--episodes", "2", "--output", evaluated]) == 0
+        assert len(json.loads(storage.read_bytes(evaluated))["module"]["returns"]) == 2
+    finally:
+        ray.shutdown()
+
+
+class DieOnce(ConvertEpisodes):
+    """Kills its own worker process on its first batch, once per job (a marker object next
+    to the episode directory in the bucket)."""
+
+    def __call__(self, batch):
+        marker = batch.column("path")[0].as_py().rsplit("/", 2)[0] + "/died"
+        if not storage.exists(marker):
+            storage.write_bytes(marker, b"")
+            os._exit(1)
+        return super().__call__(batch)
+
+
+def _train_config(data: str):
+    from ray.rllib.algorithms.bc import BCConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    import offline_graph
+    from offline_graph import GNNModule
+
+    config = (
+        BCConfig()
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 16}))
+        .offline_data(input_=data, input_read_episodes=False, dataset_num_iters_per_learner=2)
+        .training(train_batch_size_per_learner=32)
+        .learners(num_learners=0)
+    )
+    return offline_graph.configure(config)
