@@ -138,6 +138,20 @@ def graph_batch(
     return collate(GraphColumns.from_graphs(graphs, edge_dim, mask_level))
 
 
+def graphs_in_order(obs: Any) -> tuple[list[GraphDict], list[Any]]:
+    """The graph dicts of an ``obs`` column as RLlib's pieces leave it before batching
+    (``{(episode_id,): [graph, ...]}``, or a plain list), in order, and each one's episode id
+    (None for a list)."""
+    if not isinstance(obs, dict):
+        return list(obs), [None] * len(obs)
+    graphs: list[GraphDict] = []
+    order: list[Any] = []
+    for key, items in obs.items():
+        graphs.extend(items)
+        order.extend([key[0]] * len(items))
+    return graphs, order
+
+
 class BatchGraphObservations(BatchIndividualItems):
     """RLlib's ``BatchIndividualItems`` for graph observations (replaces it).
 
@@ -168,16 +182,9 @@ class BatchGraphObservations(BatchIndividualItems):
         )
         if obs is None:
             return batch
-        graphs: list[GraphDict] = []
-        if isinstance(obs, dict):
-            order: list[Any] = []
-            for key, items in obs.items():
-                graphs.extend(items)
-                order.extend([key[0]] * len(items))
-            if shared_data is not None:
-                shared_data["memorized_map_structure"] = order
-        else:
-            graphs = list(obs)
+        graphs, order = graphs_in_order(obs)
+        if isinstance(obs, dict) and shared_data is not None:
+            shared_data["memorized_map_structure"] = order
         space = self.input_observation_space or getattr(rl_module, "observation_space", None)
         action_space = self.input_action_space or getattr(rl_module, "action_space", None)
         edge_dim = _edge_dim(space, graphs[0] if graphs else None)

@@ -41,9 +41,8 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.policy.sample_batch import DEFAULT_POLICY_ID
 from ray.rllib.utils.annotations import override
 
-from offline_graph.data.graph import GraphDict
 from offline_graph.data.spaces import selection_level
-from offline_graph.rllib.env_connectors import _edge_dim, graph_batch
+from offline_graph.rllib.env_connectors import _edge_dim, graph_batch, graphs_in_order
 from offline_graph.rllib.graph_minibatch import GraphMiniBatchIterator
 
 
@@ -87,12 +86,7 @@ class LearnerBatchGraphObservations(BatchIndividualItems):
         )
         if obs is None:
             return batch
-        graphs: list[GraphDict] = []
-        if isinstance(obs, dict):
-            for items in obs.values():
-                graphs.extend(items)
-        else:
-            graphs = list(obs)
+        graphs, _ = graphs_in_order(obs)
         edge_dim = _edge_dim(space, graphs[0] if graphs else None)
         columns: dict[str, Any] = {Columns.OBS: graph_batch(graphs, edge_dim, level)}
         if choices is not None:
