@@ -274,3 +274,14 @@ def _train_config(data: str):
         .learners(num_learners=0)
     )
     return offline_graph.configure(config)
+
+
+def test_ray_data_paths_map_back_to_the_given_uris():
+    """Ray Data's include_paths names s3://b/k as b/k: the prelearner names the URI again."""
+    inputs = ["s3://bucket/eps/a.parquet", "gs://other/b.parquet", "/local/c.parquet"]
+    assert storage.uri_names(inputs) == {
+        "bucket/eps/a.parquet": "s3://bucket/eps/a.parquet",
+        "other/b.parquet": "gs://other/b.parquet",
+    }
+    assert storage.uri_names("s3://bucket/eps") == {"bucket/eps": "s3://bucket/eps"}
+    assert storage.uri_names("/local/dir") == {}

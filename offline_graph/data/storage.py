@@ -28,6 +28,13 @@ def is_uri(location: str) -> bool:
 _ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")
 
 
+def uri_names(inputs: Any) -> dict[str, str]:
+    """Ray Data names a file in object storage by its path without the scheme (``bucket/key``):
+    that name -> the URI given in ``inputs`` (a location or a list), so messages name the URI."""
+    given = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    return {str(u).split("://", 1)[1]: str(u) for u in given if is_uri(str(u))}
+
+
 def _bucket_file_systems() -> tuple[type, ...]:
     """File systems whose path is the URI without its scheme (``bucket/key``)."""
     found: list[type] = [pafs.PyFileSystem]

@@ -32,6 +32,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.jobs import accounting
 from offline_graph.data.buffer import TransitionBuffer
 from offline_graph.data.holdout import drop_held_out, split_rows
+from offline_graph.data.storage import uri_names
 from offline_graph.data.reader import (
     ReadStats,
     batch_columns,
@@ -97,6 +98,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         user_pieces_only(pipeline)
         self._has_user_pieces = len(pipeline) > 1
         self.spec = spec_from_spaces(*spaces)
+        self._uris = uri_names(config.input_)  # bucket/key (Ray Data's path) -> s3://bucket/key
         self.module_id = DEFAULT_MODULE_ID
         self.batch_size = int(config.train_batch_size_per_learner)
         capacity = int(config.prelearner_buffer_kwargs.get("capacity", 10 * self.batch_size))
@@ -117,6 +119,8 @@ class GraphOfflinePreLearner(OfflinePreLearner):
                 return self._run_pipeline(table_transitions=table)
             return table
         items, paths = batch_columns(batch)
+        if self._uris:
+            paths = [self._uris.get(p, p) if p is not None else None for p in paths]
         call_stats = ReadStats()
         parts = read_transitions(
             items,
