@@ -67,17 +67,6 @@ def test_configure_refuses_other_algorithms(tmp_path):
 
 
 # --------------------------------------------------------------------------- with Ray
-@pytest.fixture(scope="module")
-def ray_session():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        import gc
-
-        gc.collect()  # finalize the learners' Ray Data iterators while Ray still runs
-        ray.shutdown()
 
 
 def logits(module, obs, edge_dim):

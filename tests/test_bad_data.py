@@ -6,7 +6,6 @@ import os
 import gymnasium as gym
 import numpy as np
 import pytest
-import ray
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -107,13 +106,6 @@ def test_damaged_files_raise_or_are_counted_before_reading(tmp_path, kind):
     report = cfg.learner_config_dict["offline_graph"]
     assert report["files_rejected"] == {kind: 1}
     assert text in report["file_errors"][kind]
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.mark.slow

@@ -19,15 +19,8 @@ from offline_graph.data.transitions import Transitions
 from offline_graph.data.validation import EpisodeSpec
 from tests.helpers import write_episode_file
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]  # conftest.py: one 2-CPU Ray
 SPEC = EpisodeSpec(num_features=2, edge_dim=None, num_actions=3)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def obs(n, v):

@@ -209,16 +209,6 @@ def test_prelearner(kind: str, variant: str, tmp_path_factory) -> None:
 
 
 # --------------------------------------------------------------------------- conversion job
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.mark.slow

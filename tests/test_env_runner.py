@@ -271,18 +271,6 @@ def test_prelearner_gets_the_single_env_spaces():
 
 
 # --------------------------------------------------------------------------- with Ray
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        import gc
-
-        gc.collect()  # finalize the learners' Ray Data iterators while Ray still runs
-        ray.shutdown()
 
 
 SHORT_ENV = {"hazard": 0.0, "max_steps": 20}

@@ -144,17 +144,6 @@ def test_configure_online_refuses_other_configs():
         configure_online(PPOConfig().environment("offline_graph/Graph-v0").learners(learner_class=object))
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
-
-
 def online_config(runners: int) -> PPOConfig:
     cfg = (
         PPOConfig()

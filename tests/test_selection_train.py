@@ -41,19 +41,6 @@ class RenamedMaskEnv(gym.Wrapper):
 
 
 @pytest.fixture(scope="module")
-def ray_session():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        import gc
-
-        gc.collect()
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, str]:
     """Expert episodes of both tasks (~100-200 transitions each)."""
     from offline_graph.jobs.recording import plan_jobs, record

@@ -21,19 +21,6 @@ UPDATES = 2  # dataset_num_iters_per_learner: learner updates per algo.train()
 ITERATIONS = 3
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        import gc
-
-        gc.collect()  # finalize the learners' Ray Data iterators while Ray still runs
-        ray.shutdown()
-
-
 @pytest.fixture(scope="session")
 def expert_data(tmp_path_factory) -> str:
     """20 expert episodes in 2 files (about 600 transitions)."""
