@@ -200,14 +200,22 @@ def _set_value_head(cfg: Any) -> None:
     user set ``value_head`` explicitly.
     """
     needs = float(getattr(cfg, "beta", 0.0) or 0.0) > 0.0
-    spec = getattr(cfg, "_rl_module_spec", None)
-    if spec is not None and getattr(spec, "model_config", None) is not None:
-        if isinstance(spec.model_config, dict):
-            spec.model_config.setdefault("value_head", needs)
-            return
-    model_config = dict(getattr(cfg, "_model_config", {}) or {})
-    model_config.setdefault("value_head", needs)
-    cfg.rl_module(model_config=model_config)
+    set_model_option(cfg, "value_head", needs, keep_user=True)
+
+
+def set_model_option(cfg: Any, key: str, value: Any, *, keep_user: bool) -> None:
+    """Write ``model_config[key]`` where RLlib reads it: the RLModuleSpec's ``model_config``
+    when that is a dict, else the config's ``model_config``. ``keep_user``: a value the user
+    set stays."""
+    spec: Any = getattr(cfg, "_rl_module_spec", None)
+    in_spec = isinstance(getattr(spec, "model_config", None), dict)
+    model_config = spec.model_config if in_spec else dict(getattr(cfg, "_model_config", {}) or {})
+    if keep_user:
+        model_config.setdefault(key, value)
+    else:
+        model_config[key] = value
+    if not in_spec:
+        cfg.rl_module(model_config=model_config)
 
 
 def data_report(config: Any) -> dict[str, Any]:

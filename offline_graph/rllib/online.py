@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.rllib.configure import set_model_option
 from offline_graph.rllib.env_setup import configure_env
 
 C = TypeVar("C")
@@ -58,15 +59,9 @@ def configure_online(config: C) -> C:
     spec = cfg._rl_module_spec
     if spec is None:
         cfg.rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule))
-        spec = cfg._rl_module_spec
     elif getattr(spec, "module_class", None) is None:
         spec.module_class = GNNModule
-    if isinstance(getattr(spec, "model_config", None), dict):
-        spec.model_config["value_head"] = True
-    else:
-        model_config = dict(cfg._model_config or {})
-        model_config["value_head"] = True
-        cfg.rl_module(model_config=model_config)
+    set_model_option(cfg, "value_head", True, keep_user=False)  # PPO's GAE reads the value head
     current = cfg._learner_class
     if current is None:
         cfg.learners(learner_class=GraphPPOTorchLearner)
