@@ -232,6 +232,21 @@ def parse_config(
     return cfg
 
 
+def run_job(prog: str, run: Callable[[C], object], cfg: C) -> int:
+    """``run(cfg)`` as a command's exit status: 0, or 1 with ``offline-graph <prog>: <message>``
+    on stderr for an offline_graph error (bad data or settings found while running)."""
+    import sys
+
+    from offline_graph.data.errors import OfflineGraphError
+
+    try:
+        run(cfg)
+    except OfflineGraphError as err:
+        print(f"offline-graph {prog}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def config_from(cls: type[C], ns: argparse.Namespace) -> C:
     """The ``cls`` instance of a namespace parsed by :func:`parser_for` (the values of
     ``tuple`` fields made tuples)."""

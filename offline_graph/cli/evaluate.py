@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from offline_graph.data import storage
-from offline_graph.data.errors import ConfigError, OfflineGraphError
+from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
-from offline_graph.cli.arguments import arg, config_from, parser_for
+from offline_graph.cli.arguments import arg, config_from, parser_for, run_job
 
 
 @dataclass(frozen=True)
@@ -218,12 +218,7 @@ def run(cfg: Config) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
-    try:
-        run(cfg)
-    except (OfflineGraphError, ConfigError) as err:
-        print(f"offline-graph evaluate: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return run_job("evaluate", run, cfg)
 
 
 if __name__ == "__main__":

@@ -38,12 +38,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from offline_graph.cli import train
-from offline_graph.cli.arguments import arg, bad_value, bounded, check_bounds, config_from, parser_for
+from offline_graph.cli.arguments import (
+    arg,
+    bad_value,
+    bounded,
+    check_bounds,
+    config_from,
+    parser_for,
+    run_job,
+)
 from offline_graph.cli.experiment_report import gaps, markdown, row_stats, save_curves
 from offline_graph.cli.experiment_run import train_run
 from offline_graph.cli.train_config import data_metadata, quiet_ray_data
 from offline_graph.cli.train_report import json_default, versions
-from offline_graph.data.errors import ConfigError, OfflineGraphError
+from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 
 QUICK: dict[str, Any] = {
@@ -345,12 +353,7 @@ def run(cfg: Config) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
     quiet_ray_data()
-    try:
-        run(cfg)
-    except OfflineGraphError as err:
-        print(f"offline-graph experiment: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return run_job("experiment", run, cfg)
 
 
 if __name__ == "__main__":

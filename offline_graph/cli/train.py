@@ -51,7 +51,7 @@ from typing import Any, Literal
 import numpy as np
 
 from offline_graph.data import storage
-from offline_graph.cli.arguments import bad_value, bounded, check_bounds, parse_config, parser_for
+from offline_graph.cli.arguments import bad_value, bounded, check_bounds, parse_config, parser_for, run_job
 from offline_graph.cli.train_config import build_config, data_metadata, quiet_ray_data
 from offline_graph.cli.train_report import (
     SideSampler,
@@ -61,7 +61,7 @@ from offline_graph.cli.train_report import (
     save_curve,
     versions,
 )
-from offline_graph.data.errors import ConfigError, OfflineGraphError
+from offline_graph.data.errors import ConfigError
 from offline_graph.data.reader import OnError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 from offline_graph.rllib.settings import Conv
@@ -367,12 +367,7 @@ def run(cfg: Config) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
     quiet_ray_data()
-    try:
-        run(cfg)
-    except OfflineGraphError as err:
-        print(f"offline-graph train: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return run_job("train", run, cfg)
 
 
 if __name__ == "__main__":
