@@ -62,3 +62,32 @@ __all__ += [
     "grow_tree_expert",
     "next_hop_expert",
 ]
+
+# The multi-agent TeamEnv (an RLlib MultiAgentEnv): registered by a string entry point and
+# exported lazily, so `import offline_graph.env` does not import Ray.
+TEAM_ID = "offline_graph/Team-v0"
+if TEAM_ID not in gym.registry:
+    # Not a gymnasium.Env: no passive env checker nor order enforcing around it.
+    gym.register(
+        id=TEAM_ID,
+        entry_point="offline_graph.env.team:TeamEnv",
+        disable_env_checker=True,
+        order_enforce=False,
+    )
+
+_TEAM_EXPORTS = {
+    "TeamConfig": "offline_graph.env.team",
+    "TeamEnv": "offline_graph.env.team",
+    "pick_correct_action": "offline_graph.env.team_policies",
+    "team_expert": "offline_graph.env.team_policies",
+    "team_policy_mapping_fn": "offline_graph.env.team_policies",
+}
+__all__ += ["TEAM_ID", *_TEAM_EXPORTS]
+
+
+def __getattr__(name: str) -> object:
+    if name in _TEAM_EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_TEAM_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
