@@ -15,6 +15,12 @@ algorithm with ``Algorithm.from_checkpoint(DIR)`` (needs Ray and the data; see
 The env defaults to the one named in ``<checkpoint>/summary.json`` (written by train); a
 module trained on data without an env needs ``--env`` (no default env is assumed), and the
 env's spaces must be the module's.
+
+For an RLlib ``MultiAgentEnv`` every module of the checkpoint is restored
+(:func:`offline_graph.rllib.ma_evaluation.restore_modules`), agents are mapped to modules by
+``--policy-mapping module:function``, and one line per module (return, normalized score,
+illegal actions) and per agent is printed; ``--policy NAME`` evaluates the env's policy the
+same way (see :mod:`offline_graph.rllib.ma_evaluation`).
 """
 
 from __future__ import annotations
@@ -61,6 +67,10 @@ class Config:
     normalized score)."""
     output: str | None = None
     """Optional JSON file for the results."""
+    policy_mapping: str | None = None
+    """Multi-agent envs: module:function mapping an agent id to a module id (RLlib's
+    policy_mapping_fn(agent_id, episode, **kw)); default: the only module, else the module
+    named like the agent (for --policy: the agent id)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,6 +173,10 @@ def run(cfg: Config) -> dict[str, Any]:
             f"(found neither{trained}). Pass --env ID or module:Class whose spaces match the "
             "module; without an env, train reports offline metrics on held-out episodes."
         )
+    from offline_graph.rllib.ma_evaluation import is_multi_agent
+
+    if is_multi_agent(env_name, cfg.env_config):
+        return run_multi_agent(cfg, env_name)
     t = time.perf_counter()
     res: dict[str, Any] = {"env": env_name}
     if cfg.checkpoint is not None:
@@ -213,6 +227,84 @@ def run(cfg: Config) -> dict[str, Any]:
     print(line)
     if cfg.output:
         storage.write_bytes(cfg.output, json.dumps(res, indent=2).encode())  # a path or a URI
+    return res
+
+
+def load_mapping_fn(spec: str) -> Any:
+    """``module:function`` -> the policy mapping function (ConfigError if not importable)."""
+    import importlib
+
+    module, _, name = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ConfigError(
+            f"evaluate: --policy-mapping must name an importable function module:function "
+            f"(found {spec!r}: {type(err).__name__}: {err}). It is called as "
+            "function(agent_id, episode) -> module_id."
+        ) from None
+    if not callable(fn):
+        raise ConfigError(
+            f"evaluate: --policy-mapping must be callable (found {type(fn).__name__} for {spec!r}). "
+            "It is called as function(agent_id, episode) -> module_id."
+        )
+    return fn
+
+
+def format_multi_agent(res: dict[str, Any]) -> str:
+    """One line per module (return, normalized score, illegal actions), then one per agent."""
+    lines = []
+    for mid, m in res["per_module"].items():
+        line = f"module {mid}: mean return {m['mean_return']:.2f} over {m['agent_episodes']} agent-episodes"
+        if "normalized" in m:
+            score = m["normalized"]
+            line += (
+                f"; normalized {'-' if score is None else format(score, '.1f')} (expert "
+                f"{m['expert_return']}, random {m['random_return']})"
+            )
+        lines.append(f"{line}; {format_legality(m)}")
+    for aid, a in res["per_agent"].items():
+        lines.append(f"agent {aid}: mean return {a['mean_return']:.2f} over {a['episodes']} episodes")
+    return "\n".join(lines)
+
+
+def run_multi_agent(cfg: Config, env_name: str) -> dict[str, Any]:
+    """:func:`run` for a MultiAgentEnv: every module of the checkpoint (or ``--policy``)."""
+    from offline_graph.rllib import ma_evaluation as ma
+
+    mapping = load_mapping_fn(cfg.policy_mapping) if cfg.policy_mapping else None
+    t = time.perf_counter()
+    env = ma.make_multi_agent_env(env_name, cfg.env_config)
+    try:
+        if cfg.checkpoint is not None:
+            modules = ma.restore_modules(cfg.checkpoint)
+            res = ma.evaluate_multi_agent_module(
+                modules, env, cfg.episodes, cfg.seed, mapping, mask_key=cfg.mask_key, baselines=cfg.baselines
+            )
+            res.update(checkpoint=storage.absolute(cfg.checkpoint), modules=sorted(modules))
+            who = "modules"
+        else:
+            res = ma.evaluate_multi_agent_policy(
+                cfg.policy,  # type: ignore[arg-type]  # set: parse_args requires one of the two
+                env,
+                cfg.episodes,
+                cfg.seed,
+                policy_mapping_fn=mapping,
+                mask_key=cfg.mask_key,
+            )
+            if cfg.baselines:
+                ma.add_baselines(res, env, cfg.episodes, cfg.seed, mapping, cfg.mask_key)
+            res["policy"] = cfg.policy
+            who = f"policy {cfg.policy}"
+    finally:
+        env.close()
+    res["env"] = env_name
+    print(
+        f"{who}: team mean return {res['mean_return']:.2f} over {cfg.episodes} episodes "
+        f"(seed {cfg.seed}, {time.perf_counter() - t:.1f}s)\n{format_multi_agent(res)}"
+    )
+    if cfg.output:
+        storage.write_bytes(cfg.output, json.dumps(res, indent=2, default=str).encode())
     return res
 
 

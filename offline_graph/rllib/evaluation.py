@@ -138,9 +138,11 @@ def evaluate_policy(
     epsilon: float = 0.3,
     env_config: dict | None = None,
     mask_key: str | None = DEFAULT_MASK_KEY,
+    policy_mapping_fn: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
     """Returns (mean/std/list), lengths, illegal-action share and success rate of a behaviour
-    policy over ``episodes`` seeded episodes.
+    policy over ``episodes`` seeded episodes. For an RLlib ``MultiAgentEnv`` (with
+    ``policy_mapping_fn``): :func:`~offline_graph.rllib.ma_evaluation.evaluate_multi_agent_policy`.
 
     ``policy`` is a name (``"expert"``, ``"random"``, ``"mixed"``: built per episode with that
     episode's RNG, exactly as ``offline-graph record`` does, see
@@ -150,6 +152,13 @@ def evaluate_policy(
     ``module:Class`` string (built with ``env_config``) or an env instance.
     """
     _check_episodes(episodes)
+    from offline_graph.rllib import ma_evaluation as ma
+
+    if ma.is_multi_agent(env, env_config):
+        pol: Any = policy  # a multi-agent policy takes (agent_id, obs_dict, info)
+        return ma.evaluate_multi_agent_policy(
+            pol, env, episodes, seed, epsilon, env_config, policy_mapping_fn, mask_key
+        )
     instance = _env_instance(env, env_config)
     _, edge_dim = space_sizes(instance.observation_space)
     key = mask_key_for(instance, mask_key)
@@ -222,6 +231,7 @@ def evaluate_module(
     env_config: dict | None = None,
     torch_threads: int | None = 1,
     mask_key: str | None = DEFAULT_MASK_KEY,
+    policy_mapping_fn: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
     """Mean/std/list of returns of ``module`` acting greedily over ``episodes`` episodes,
     plus ``illegal_actions`` / ``illegal_share`` (actions outside this step's graph or its
@@ -235,6 +245,10 @@ def evaluate_module(
     ``torch_threads`` (1): torch's intra-op threads during the evaluation (restored after;
     None leaves them). The batches are small; on a busy 2-CPU machine two threads made the
     scatter ops up to 5x slower than one.
+
+    An RLlib ``MultiAgentEnv`` goes to :func:`~offline_graph.rllib.ma_evaluation.
+    evaluate_multi_agent_module` (``module``: a MultiRLModule, ``{id: module}`` or one module;
+    agents mapped by ``policy_mapping_fn``; no baselines there; its result layout).
     """
     import torch
 
@@ -243,6 +257,12 @@ def evaluate_module(
     if torch_threads is not None:
         torch.set_num_threads(int(torch_threads))
     try:
+        from offline_graph.rllib import ma_evaluation as ma
+
+        if ma.is_multi_agent(env, env_config):
+            return ma.evaluate_multi_agent_module(
+                module, env, episodes, seed, policy_mapping_fn, env_config, mask_key, baselines=False
+            )
         return _evaluate_module(module, env, int(episodes), int(seed), num_envs, env_config, mask_key)
     finally:
         torch.set_num_threads(threads)
