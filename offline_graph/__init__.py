@@ -23,6 +23,9 @@ torch)::
     resolve_spaces(path, ...)    a data set's spaces: metadata, env, explicit, else inferred
     evaluate_module / evaluate_policy   returns of a module / a named policy in the env
     restore_module(checkpoint)   the trained RLModule from a checkpoint (no Ray needed)
+    write_episodes(path, episodes)   finished RLlib Single/MultiAgentEpisodes -> episode files
+    to_multi_agent_episode(item)     a multi-agent row -> RLlib's MultiAgentEpisode
+    evaluate_multi_agent_module      per-agent / per-module returns in a MultiAgentEnv
     encode_episode, graph_to_dict / dict_to_graph, collate / uncollate, FORMAT_VERSION
     OfflineGraphError and its subclasses ConfigError, DecodeError, SchemaError,
     GraphValidationError, FormatVersionError
@@ -51,6 +54,9 @@ _EXPORTS: dict[str, str] = {
     "GNNModule": "offline_graph.rllib.gnn_module",
     "GraphCollateFn": "offline_graph.rllib.collate_fn",
     "encode_episode": "offline_graph.rllib.episodes",
+    "write_episodes": "offline_graph.rllib.write",
+    "to_multi_agent_episode": "offline_graph.rllib.episodes",
+    "evaluate_multi_agent_module": "offline_graph.rllib.ma_evaluation",
     "evaluate_module": "offline_graph.rllib.evaluation",
     "evaluate_policy": "offline_graph.rllib.evaluation",
     "restore_module": "offline_graph.rllib.evaluation",
@@ -130,6 +136,9 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "GNNModule",
     "GraphCollateFn",
     "encode_episode",
+    "write_episodes",
+    "to_multi_agent_episode",
+    "evaluate_multi_agent_module",
     "evaluate_module",
     "evaluate_policy",
     "restore_module",

@@ -37,6 +37,10 @@ import numpy as np
 from offline_graph.data.errors import DecodeError, where
 
 
+MULTI_AGENT_FORMAT = "offline_graph.multi_agent_episode"
+"""The ``format`` value of a multi-agent episode row (:mod:`offline_graph.data.multi_agent`)."""
+
+
 @dataclass
 class RawEpisode:
     """The fields of one decoded episode state, not yet validated."""
@@ -204,6 +208,22 @@ def decode_state(
             f"(found {type(state).__name__}). The row was not written by RLlib's "
             "SingleAgentEpisode.get_state()."
         )
+    if state.get("format") == MULTI_AGENT_FORMAT:
+        raise DecodeError(
+            f"{where(file=file, row=row, episode_id=str(state['id_']))}: episode must be a "
+            "single-agent episode in a single-agent config (found a multi-agent episode). "
+            "Set config.multi_agent(policies=..., policy_mapping_fn=...) to train on "
+            "multi-agent data.",
+            reason="multi_agent",
+        )
+    return raw_from_state(state, file=file, row=row, raw_arrays=raw_arrays)
+
+
+def raw_from_state(
+    state: dict, *, file: str | None = None, row: int | None = None, raw_arrays: bool = False
+) -> RawEpisode:
+    """A decoded ``SingleAgentEpisode`` state dict -> :class:`RawEpisode` (see
+    :func:`decode_state`; multi-agent rows hold one such state per agent)."""
     ctx = where(file=file, row=row, episode_id=str(state["id_"]))
     fields = {}
     for key in ("observations", "actions", "rewards"):

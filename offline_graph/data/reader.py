@@ -38,6 +38,10 @@ class ReadStats:
     examples: dict[str, str] = field(default_factory=dict)
     episodes_held_out: int = 0
     transitions_held_out: int = 0
+    transitions_by_module: Counter = field(default_factory=Counter)
+    """Multi-agent: transitions used per module id."""
+    agent_steps_unused: int = 0
+    """Multi-agent: steps of agents mapped to modules that are not trained."""
 
     def merge(self, other: "ReadStats") -> None:
         self.episodes_read += other.episodes_read
@@ -46,11 +50,21 @@ class ReadStats:
         self.episodes_held_out += other.episodes_held_out
         self.transitions_held_out += other.transitions_held_out
         self.rejected.update(other.rejected)
+        self.transitions_by_module.update(other.transitions_by_module)
+        self.agent_steps_unused += other.agent_steps_unused
         for k, v in other.examples.items():
             self.examples.setdefault(k, v)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        multi = (
+            {
+                "transitions_by_module": dict(sorted(self.transitions_by_module.items())),
+                "agent_steps_unused": self.agent_steps_unused,
+            }
+            if self.transitions_by_module or self.agent_steps_unused
+            else {}
+        )
+        return multi | {
             "episodes_read": self.episodes_read,
             "episodes_used": self.episodes_used,
             "episodes_rejected": int(sum(self.rejected.values())),

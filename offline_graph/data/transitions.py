@@ -13,7 +13,10 @@ One row per transition, no padding, no pickled objects::
     truncateds     bool      True on the last step of a truncated episode
     value_targets  float32   discounted returns-to-go (see offline_graph.data.returns)
     eps_id         string (dictionary-encoded)
-    t              int64     step index within the episode
+    t              int64     step index within the episode (the agent's step, multi-agent)
+    agent_id       string (dictionary-encoded)  multi-agent rows only: the agent's id (``str``)
+    agent_id_int   bool      multi-agent rows only: the recorded id was an int
+    env_t          int64     multi-agent rows only: the env step of the agent's observation
 
 ``edge_index`` is stored edge-major (``[E, 2]`` per row) because Arrow lists are row-major;
 :func:`table_to_batch` turns it into PyG's ``[2, sumE]``. The final observation of each
@@ -23,7 +26,7 @@ episode is not stored: BC and MARWIL never read next observations.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +38,16 @@ from offline_graph.data.validation import Episode, EpisodeSpec
 
 GRAPH_COLUMNS = tuple(BATCHING_RULES)
 # Columns the BC / MARWIL losses never read; dropped on the way to the learner.
-BOOKKEEPING_COLUMNS = ("rewards", "terminateds", "truncateds", "eps_id", "t")
+BOOKKEEPING_COLUMNS = (
+    "rewards",
+    "terminateds",
+    "truncateds",
+    "eps_id",
+    "t",
+    "agent_id",
+    "agent_id_int",
+    "env_t",
+)
 
 
 @dataclass
@@ -51,6 +63,11 @@ class Transitions:
     episode_index: np.ndarray
     episode_ids: list[str]
     t: np.ndarray
+    agent_ids: list[Any] | None = None
+    """Multi-agent only: the agent id of each entry of ``episode_ids`` (one entry per agent
+    of a multi-agent episode, all with the episode's id)."""
+    env_t: np.ndarray | None = None
+    """Multi-agent only: per transition, the env step at which the agent observed ``obs``."""
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -59,9 +76,17 @@ class Transitions:
         return f"Transitions(n={len(self)}, episodes={len(self.episode_ids)}, obs={self.obs!r})"
 
     @classmethod
-    def from_episodes(cls, episodes: Sequence[Episode], gamma: float) -> "Transitions":
-        """All steps of ``episodes`` (final observations dropped), returns-to-go with ``gamma``."""
-        return cls.from_steps(
+    def from_episodes(
+        cls,
+        episodes: Sequence[Episode],
+        gamma: float,
+        agent_ids: Sequence[Any] | None = None,
+        env_t: Sequence[np.ndarray] | None = None,
+    ) -> "Transitions":
+        """All steps of ``episodes`` (final observations dropped), returns-to-go with ``gamma``
+        (over each episode's own steps and rewards). Multi-agent: ``agent_ids[i]`` is the agent
+        whose steps ``episodes[i]`` holds and ``env_t[i]`` its observations' env steps."""
+        out = cls.from_steps(
             GraphColumns.concat([e.obs.slice(0, len(e)) for e in episodes]),
             np.concatenate([e.actions for e in episodes]),
             np.concatenate([e.rewards for e in episodes]),
@@ -72,6 +97,14 @@ class Transitions:
             gamma,
             t_started=np.fromiter((e.t_started for e in episodes), np.int64, len(episodes)),
         )
+        if agent_ids is not None:
+            out.agent_ids = list(agent_ids)
+        if env_t is not None:
+            out.env_t = np.concatenate(
+                [np.asarray(v, np.int64)[: len(e)] for v, e in zip(env_t, episodes)]
+                or [np.zeros(0, np.int64)]
+            )
+        return out
 
     @classmethod
     def from_steps(
@@ -122,6 +155,8 @@ class Transitions:
             episode_index=self.episode_index[idx],
             episode_ids=self.episode_ids,
             t=self.t[idx],
+            agent_ids=self.agent_ids,
+            env_t=None if self.env_t is None else self.env_t[idx],
         )
 
     @staticmethod
@@ -130,6 +165,7 @@ class Transitions:
         if len(parts) == 1:
             return parts[0]
         shift = np.cumsum([0] + [len(p.episode_ids) for p in parts[:-1]])
+        multi = _all_multi_agent(parts)
         return Transitions(
             obs=GraphColumns.concat([p.obs for p in parts]),
             actions=np.concatenate([p.actions for p in parts]),
@@ -140,6 +176,8 @@ class Transitions:
             episode_index=np.concatenate([p.episode_index + np.int32(s) for p, s in zip(parts, shift)]),
             episode_ids=[i for p in parts for i in p.episode_ids],
             t=np.concatenate([p.t for p in parts]),
+            agent_ids=None if multi is None else [a for p in parts for a in p.agent_ids or ()],
+            env_t=None if multi is None else np.concatenate([p.env_t for p in parts]),  # type: ignore[misc]
         )
 
     def to_arrow(self, columns: Sequence[str] | None = None) -> pa.Table:
@@ -157,12 +195,33 @@ class Transitions:
             ),
             "t": lambda: pa.array(self.t),
         }
+        if self.agent_ids is not None and self.env_t is not None:
+            agents = self.agent_ids
+            builders["agent_id"] = lambda: pa.DictionaryArray.from_arrays(
+                pa.array(self.episode_index, pa.int32()), pa.array([str(a) for a in agents], pa.string())
+            )
+            builders["agent_id_int"] = lambda: pa.array(
+                np.fromiter((isinstance(a, int) for a in agents), bool, len(agents))[self.episode_index]
+            )
+            env_t = self.env_t
+            builders["env_t"] = lambda: pa.array(env_t)
         for name, build in builders.items():
             if columns is None or name in columns:
                 arrays[name] = build()
         if columns is not None:
             arrays = {k: v for k, v in arrays.items() if k in columns}
         return pa.table(arrays)
+
+
+def _all_multi_agent(parts: Sequence["Transitions"]) -> bool | None:
+    """True if every part is multi-agent, None if none is; raises on a mix."""
+    flags = {p.agent_ids is not None for p in parts}
+    if len(flags) > 1:
+        raise ValueError(
+            "Transitions.concat: parts must be all single-agent or all multi-agent (found both). "
+            "Keep one buffer per module."
+        )
+    return True if flags == {True} else None
 
 
 def transition_schema(spec: "EpisodeSpec") -> pa.Schema:

@@ -7,6 +7,7 @@ the resulting ``Dict[str, Tensor]`` to the learner's device (GPU learners includ
 Output keys are flat, ``"<module_id>/<column>"``; RLlib's ``unflatten_dict`` nests them into
 ``{module_id: {"actions": [B], "obs": {"x", "edge_index", "edge_attr", "batch", "ptr"}, ...}}``.
 ``actions`` comes first because RLlib counts env steps from the first column of a batch.
+Multi-agent joint rows (columns ``<module_id>/<column>``) give one PyG batch per module.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ray.data.collate_fn import ArrowBatchCollateFn
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from offline_graph.data.transitions import table_to_batch
+from offline_graph.rllib.multi_agent import split_module_columns
 
 
 def _tensor(arr: np.ndarray) -> torch.Tensor:
@@ -41,12 +43,23 @@ class GraphCollateFn(ArrowBatchCollateFn):
 
     # Ray types the return as an unbound TypeVar ``CollatedData``: any collated batch.
     def __call__(self, batch: pa.Table) -> Dict[str, torch.Tensor]:  # type: ignore[override]
-        cols = table_to_batch(batch)
+        per_module = split_module_columns(batch.column_names)
+        if not per_module:
+            return _flat(self.module_id, table_to_batch(batch))
+        # Multi-agent joint rows (offline_graph.rllib.multi_agent): one PyG batch per module.
         out: Dict[str, torch.Tensor] = {}
-        for name, value in cols.items():
-            if isinstance(value, dict):
-                for key, arr in value.items():
-                    out[f"{self.module_id}/{name}/{key}"] = _tensor(arr)
-            else:
-                out[f"{self.module_id}/{name}"] = _tensor(value)  # type: ignore[arg-type]
+        for mid, names in per_module.items():
+            table = pa.table({col: batch.column(full) for col, full in names.items()})
+            out.update(_flat(mid, table_to_batch(table)))
         return out
+
+
+def _flat(module_id: str, cols: dict) -> Dict[str, torch.Tensor]:
+    out: Dict[str, torch.Tensor] = {}
+    for name, value in cols.items():
+        if isinstance(value, dict):
+            for key, arr in value.items():
+                out[f"{module_id}/{name}/{key}"] = _tensor(arr)
+        else:
+            out[f"{module_id}/{name}"] = _tensor(value)
+    return out

@@ -46,6 +46,7 @@ from offline_graph.data.files import FileScan, scan_files
 from offline_graph.data.holdout import check_fraction
 from offline_graph.data.storage import is_uri
 from offline_graph.data.reader import spec_from_spaces
+from offline_graph.rllib.multi_agent import module_spaces
 from offline_graph.rllib.algorithms import graph_algo_class
 from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.rllib.env_setup import configure_env, eval_runner_cpus
@@ -76,7 +77,11 @@ def configure(
     problems: list[str] = []
     check_fraction(holdout, "configure")
     scan = scan_files(cfg.input_, on_error) if on_error in ("raise", "skip") else None
-    _resolve_spaces(cfg, scan)
+    if cfg.is_multi_agent:
+        # Per-module spaces come from the MultiRLModuleSpec (checked here, not inferred).
+        module_spaces(cfg.get_multi_rl_module_spec(), "configure")
+    else:
+        _resolve_spaces(cfg, scan)
     if cfg.prelearner_class is None:
         cfg.offline_data(prelearner_class=GraphOfflinePreLearner)
     elif not issubclass(cfg.prelearner_class, GraphOfflinePreLearner):
@@ -200,6 +205,13 @@ def _set_value_head(cfg: Any) -> None:
     user set ``value_head`` explicitly.
     """
     needs = float(getattr(cfg, "beta", 0.0) or 0.0) > 0.0
+    spec: Any = getattr(cfg, "_rl_module_spec", None)
+    sub_specs = getattr(spec, "rl_module_specs", None)
+    if cfg.is_multi_agent and isinstance(sub_specs, dict):
+        for sub in sub_specs.values():  # each module's own model_config
+            sub.model_config = dict(sub.model_config or {})
+            sub.model_config.setdefault("value_head", needs)
+        return
     set_model_option(cfg, "value_head", needs, keep_user=True)
 
 

@@ -46,6 +46,7 @@ from offline_graph.rllib.connectors import (
     user_pieces_only,
 )
 from offline_graph.rllib.checks import check_graph_config
+from offline_graph.rllib.multi_agent import ModuleRouter
 from offline_graph.rllib.env_setup import single_env_spaces
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 from offline_graph.data.transitions import BOOKKEEPING_COLUMNS, Transitions, transition_schema
@@ -73,6 +74,10 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             # which does not run the check at build time): name every missing setting.
             check_graph_config(config)
         self.settings: GraphSettings = read_settings(config, where="GraphOfflinePreLearner")
+        self.router: ModuleRouter | None = None
+        if config.is_multi_agent:
+            self._init_multi_agent(config, kwargs.get("module_spec"))
+            return
         # With EnvRunners RLlib passes their vectorized spaces: use the single env's.
         spaces = single_env_spaces(spaces, config)
         obs_space, act_space = spaces or (config.observation_space, config.action_space)
@@ -108,8 +113,45 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         self._seen_ids: dict[str, bytes] = {}
         self._collector: Any = None
 
+    def _init_multi_agent(self, config: "AlgorithmConfig", module_spec: Any) -> None:
+        """Multi-agent set-up (:mod:`offline_graph.rllib.multi_agent`). RLlib's parent
+        constructor is not run: it would build every module of the MultiRLModule (K league
+        policies = K copies per actor) and RLlib's episode buffer, and our value targets come
+        from the data, not from a value net."""
+        if config._learner_connector is not None:
+            raise ConfigError(
+                "GraphOfflinePreLearner (multi-agent): config.training(learner_connector=...) "
+                "must be None with multi-agent data (found a user connector). User learner "
+                "connector pieces run on single-agent graph batches only."
+            )
+        if not config.input_read_episodes:
+            raise ConfigError(
+                "GraphOfflinePreLearner (multi-agent): input_read_episodes must be True (found "
+                "False). Multi-agent training reads episode files; converted multi-agent rows "
+                "are read by offline-graph inspect and external tools."
+            )
+        if self.settings.holdout > 0.0:
+            raise ConfigError(
+                "GraphOfflinePreLearner (multi-agent): holdout must be 0 with multi-agent data "
+                f"(found {self.settings.holdout}). Offline metrics on held-out episodes are "
+                "single-agent only."
+            )
+        self.config = config
+        self._module = None  # type: ignore[assignment]  # no RLModule in this actor
+        spec = module_spec if module_spec is not None else config.get_multi_rl_module_spec()
+        self.batch_size = int(config.train_batch_size_per_learner)
+        capacity = int(config.prelearner_buffer_kwargs.get("capacity", 10 * self.batch_size))
+        self.router = ModuleRouter(config, spec, capacity, self.settings.seed)
+        self._uris = uri_names(config.input_)
+        self.gamma = float(getattr(config, "gamma", 0.99))
+        self.stats = ReadStats()
+        self._seen_ids = {}
+        self._collector = None
+
     def __call__(self, batch: Dict[str, np.ndarray]) -> pa.Table:  # type: ignore[override]
         """Episode rows (``item``) or transition rows -> transition rows for the learner."""
+        if self.router is not None:
+            return self._call_multi_agent(batch)
         if not self.config.input_read_episodes:
             table = batch if isinstance(batch, pa.Table) else pa.table(batch)
             if self.settings.holdout > 0.0:
@@ -149,6 +191,30 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         if self._has_user_pieces:
             return self._run_pipeline(transitions=sample)
         return sample.to_arrow(columns=_keep_columns(sample))
+
+    def _call_multi_agent(self, batch: Any) -> pa.Table:
+        """Episode rows -> joint per-module rows (``<module_id>/<column>``)."""
+        assert self.router is not None  # noqa: S101 (set in __init__)
+        items, paths = batch_columns(batch)
+        if self._uris:
+            paths = [self._uris.get(p, p) if p is not None else None for p in paths]
+        call_stats = ReadStats()
+        grouped = self.router.read(
+            items,
+            paths,
+            self.gamma,
+            on_error=self.settings.on_error,
+            seen_ids=self._seen_ids,
+            stats=call_stats,
+        )
+        log_rejections(call_stats, "GraphOfflinePreLearner")
+        self.stats.merge(call_stats)
+        if self.settings.stats_name and ray.is_initialized():
+            if self._collector is None:
+                self._collector = accounting.get_collector()
+            accounting.report(self._collector, self.settings.stats_name, items, paths, call_stats)
+        self.router.add(grouped)
+        return self.router.sample_table(sum(len(t) for t in grouped.values()), self.batch_size)
 
     def _drop_held_out_rows(self, table: pa.Table) -> pa.Table:
         """Converted rows without the held-out episodes' rows, accounted like episode input."""

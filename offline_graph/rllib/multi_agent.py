@@ -1,0 +1,174 @@
+"""Multi-agent reading for the prelearner: agent -> module routing, one buffer per module,
+and joint transition rows (every trained module's transitions side by side).
+
+Rules (README "Multi-agent"):
+
+* **Mapping at read time.** ``config.policy_mapping_fn(agent_id, episode)`` maps each agent
+  of each episode to a module (``episode`` is a ``MultiAgentEpisode`` carrying the recorded
+  episode's ``id_``; its steps are not filled in). Without a mapping function
+  (RLlib's default), the module id recorded with the agent is used, else ``default_policy``.
+  A module id that is not in the config's modules is a :class:`ConfigError`.
+* **Trained modules only.** Agents mapped to modules outside ``policies_to_train`` (RLlib's
+  rule: None = all, a collection, or ``fn(module_id, None)``) are not validated or buffered;
+  their steps are counted (``agent_steps_unused``).
+* **Equal B per module.** Each prelearner call samples ``n = k * B`` transitions from *every*
+  trained module's buffer (uniformly, with replacement; ``B = train_batch_size_per_learner``,
+  ``k = max(1, round(new transitions / (B * trained modules)))``) and returns ``n`` rows whose
+  columns are ``<module_id>/<column>``: row ``i`` holds transition ``i`` of each module. A
+  learner batch of B rows therefore holds exactly B transitions of every trained module, on
+  every learner (DDP never finds a learner without a module's batch).
+  Until every trained module has data the call returns zero rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Sequence
+
+import gymnasium as gym
+import pyarrow as pa
+
+from offline_graph.data.buffer import TransitionBuffer
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.multi_agent import read_agent_episodes, transitions_by_module
+from offline_graph.data.reader import OnError, ReadStats, spec_from_spaces
+from offline_graph.data.transitions import Transitions, transition_schema
+from offline_graph.data.validation import EpisodeSpec
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+
+logger = logging.getLogger(__name__)
+KEEP = ("actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets")
+
+
+def trained_modules(config: "AlgorithmConfig", module_ids: Sequence[str]) -> list[str]:
+    """The module ids RLlib's learners update (``Learner.should_module_be_updated``'s rule)."""
+    rule = config.policies_to_train
+    if rule is None:
+        return list(module_ids)
+    if not callable(rule):
+        return [m for m in module_ids if m in set(rule)]
+    return [m for m in module_ids if rule(m, None)]
+
+
+def module_spaces(module_spec: "MultiRLModuleSpec", where: str) -> dict[str, tuple[gym.Space, gym.Space]]:
+    """``{module_id: (observation_space, action_space)}``; every module must have both."""
+    out = {}
+    for mid, spec in (module_spec.rl_module_specs or {}).items():
+        if spec.observation_space is None or spec.action_space is None:
+            raise ConfigError(
+                f"{where}: module {mid!r} must have observation_space and action_space in its "
+                f"RLModuleSpec (found {spec.observation_space!r}, {spec.action_space!r}). "
+                "Offline there is no env to take per-module spaces from: pass them in "
+                "MultiRLModuleSpec(rl_module_specs={...: RLModuleSpec(observation_space=..., "
+                "action_space=...)})."
+            )
+        out[mid] = (spec.observation_space, spec.action_space)
+    return out
+
+
+class ModuleRouter:
+    """Routes agents to modules and keeps one :class:`TransitionBuffer` per trained module."""
+
+    def __init__(
+        self, config: "AlgorithmConfig", module_spec: "MultiRLModuleSpec", capacity: int, seed: int | None
+    ) -> None:
+        from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+        from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+        self._episode_cls = MultiAgentEpisode
+        where = "GraphOfflinePreLearner (multi-agent)"
+        spaces = module_spaces(module_spec, where)
+        self.module_ids = list(spaces)
+        self.trained = trained_modules(config, self.module_ids)
+        if not self.trained:
+            raise ConfigError(
+                f"{where}: policies_to_train must name at least one module (found "
+                f"{config.policies_to_train!r} for modules {self.module_ids}). Offline training "
+                "needs a module to train."
+            )
+        self.specs: dict[str, EpisodeSpec] = {m: spec_from_spaces(*spaces[m]) for m in self.trained}
+        mapping = config.policy_mapping_fn
+        self._mapping = None if mapping is AlgorithmConfig.DEFAULT_POLICY_MAPPING_FN else mapping
+        self.buffers = {
+            m: TransitionBuffer(capacity, seed=None if seed is None else seed + i)
+            for i, m in enumerate(self.trained)
+        }
+        self._cache: dict[tuple[str, Any], str] = {}
+
+    def module_of(self, agent_id: Any, recorded: str | None, episode_id: str) -> str:
+        key = (episode_id, agent_id)
+        mid = self._cache.get(key)
+        if mid is None:
+            if self._mapping is not None:
+                mid = self._mapping(agent_id, self._episode_cls(id_=episode_id))  # type: ignore[call-arg]
+            else:
+                mid = recorded or "default_policy"
+            if mid not in self.module_ids:
+                raise ConfigError(
+                    f"GraphOfflinePreLearner: agent {agent_id!r} of episode {episode_id!r} must map "
+                    f"to one of the modules {self.module_ids} (found {mid!r}). Fix "
+                    "config.multi_agent(policy_mapping_fn=...) or add the module to the "
+                    "MultiRLModuleSpec."
+                )
+            if len(self._cache) > 100_000:
+                self._cache.clear()
+            self._cache[key] = mid
+        return mid
+
+    def route(self, agent_id: Any, recorded: str | None, episode_id: str) -> tuple[str, EpisodeSpec] | None:
+        mid = self.module_of(agent_id, recorded, episode_id)
+        return (mid, self.specs[mid]) if mid in self.specs else None
+
+    def read(
+        self,
+        items: Sequence[Any],
+        paths: Sequence[str | None],
+        gamma: float,
+        *,
+        on_error: OnError,
+        seen_ids: dict[str, bytes],
+        stats: ReadStats,
+    ) -> dict[str, Transitions]:
+        """Decode, validate and group the rows' agent steps per trained module."""
+        parts = read_agent_episodes(
+            items, paths, self.route, on_error=on_error, seen_ids=seen_ids, stats=stats
+        )
+        return transitions_by_module(parts, gamma)
+
+    def add(self, grouped: dict[str, Transitions]) -> None:
+        for mid, part in grouped.items():
+            self.buffers[mid].add(part)
+
+    def sample_table(self, num_new: int, batch_size: int) -> pa.Table:
+        """Joint rows (see the module docstring); zero rows until every trained module has data."""
+        missing = [m for m in self.trained if len(self.buffers[m]) == 0]
+        if missing:
+            logger.warning("GraphOfflinePreLearner: no transitions yet for module(s) %s; waiting.", missing)
+            return self.empty_table()
+        k = max(1, int(round(num_new / (batch_size * len(self.trained)))))
+        columns: dict[str, Any] = {}
+        for mid in self.trained:
+            table = self.buffers[mid].sample(k * batch_size).to_arrow(columns=KEEP)
+            for name, col in zip(table.column_names, table.columns):
+                columns[f"{mid}/{name}"] = col
+        return pa.table(columns)
+
+    def empty_table(self) -> pa.Table:
+        fields = []
+        for mid in self.trained:
+            schema = transition_schema(self.specs[mid])
+            fields += [pa.field(f"{mid}/{f.name}", f.type) for f in schema if f.name in KEEP]
+        return pa.schema(fields).empty_table()
+
+
+def split_module_columns(names: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``{module_id: {column: full_name}}`` of ``<module_id>/<column>`` names (others: ``{}``)."""
+    out: dict[str, dict[str, str]] = {}
+    for name in names:
+        mid, sep, col = name.rpartition("/")
+        if sep:
+            out.setdefault(mid, {})[col] = name
+    return out
