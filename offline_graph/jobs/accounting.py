@@ -42,6 +42,8 @@ def to_dict(stats: ReadStats) -> dict[str, Any]:
         "transitions_held_out": stats.transitions_held_out,
         "rejected": dict(stats.rejected),
         "examples": dict(stats.examples),
+        "transitions_by_module": dict(stats.transitions_by_module),
+        "agent_steps_unused": stats.agent_steps_unused,
     }
 
 
@@ -54,7 +56,9 @@ def from_dicts(blocks: Sequence[dict[str, Any]]) -> ReadStats:
             b["transitions_used"],
             episodes_held_out=b.get("episodes_held_out", 0),
             transitions_held_out=b.get("transitions_held_out", 0),
+            agent_steps_unused=b.get("agent_steps_unused", 0),
         )
+        part.transitions_by_module.update(b.get("transitions_by_module", {}))
         part.rejected.update(b["rejected"])
         part.examples.update(b["examples"])
         total.merge(part)

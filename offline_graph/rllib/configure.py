@@ -47,6 +47,7 @@ from offline_graph.data.holdout import check_fraction
 from offline_graph.data.storage import is_uri
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.multi_agent import module_spaces
+from offline_graph.rllib.offline_data import GraphOfflineData
 from offline_graph.rllib.algorithms import graph_algo_class
 from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.rllib.env_setup import configure_env, eval_runner_cpus
@@ -84,6 +85,8 @@ def configure(
         _resolve_spaces(cfg, scan)
     if cfg.prelearner_class is None:
         cfg.offline_data(prelearner_class=GraphOfflinePreLearner)
+    if cfg.offline_data_class is None:
+        cfg.offline_data(offline_data_class=GraphOfflineData)
     elif not issubclass(cfg.prelearner_class, GraphOfflinePreLearner):
         problems.append(
             f"offline_data(prelearner_class=...) must be GraphOfflinePreLearner or a subclass "

@@ -47,6 +47,7 @@ from offline_graph.rllib.connectors import (
 )
 from offline_graph.rllib.checks import check_graph_config
 from offline_graph.rllib.multi_agent import ModuleRouter
+from offline_graph.rllib.offline_data import NO_MODULE_STATE
 from offline_graph.rllib.env_setup import single_env_spaces
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 from offline_graph.data.transitions import BOOKKEEPING_COLUMNS, Transitions, transition_schema
@@ -96,6 +97,8 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         # (tests, benchmarks) gets one built from the spaces.
         if kwargs.get("module_spec") is None:
             kwargs["module_spec"] = config.get_multi_rl_module_spec(spaces={DEFAULT_MODULE_ID: spaces})
+        if module_state is NO_MODULE_STATE or module_state == NO_MODULE_STATE:
+            module_state = None  # GraphOfflineData shipped no weights (none are used here)
         super().__init__(config=config, spaces=spaces, module_state=module_state, **kwargs)
         self.episode_buffer = None  # type: ignore[assignment]  # self.buffer replaces it
         # config.build_learner_connector always returns a pipeline (typed as a ConnectorV2).
