@@ -38,5 +38,8 @@ class GraphOfflineData(OfflineData):
         if module_state is None and not self.data_is_mapped and not needs_module_state(self.config):
             module_state = NO_MODULE_STATE
         return super().sample(
-            num_samples, return_iterator=return_iterator, num_shards=num_shards, module_state=module_state
+            num_samples,
+            return_iterator=return_iterator,
+            num_shards=num_shards,
+            module_state=module_state,  # type: ignore[arg-type]  # RLlib defaults it to None
         )
