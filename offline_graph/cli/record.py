@@ -39,7 +39,8 @@ class Config:
     most frequent node color: a systematic mistake). Envs with a make_policy(name, epsilon,
     rng) method (the node/edge-selection tasks) supply their own expert/random/mixed. Or
     module:function, a user policy called as function(obs_dict, info) -> action (obs_dict has
-    action_mask when the env gives one)."""
+    action_mask when the env gives one); for an RLlib MultiAgentEnv it is called as
+    function(agent_id, obs_dict, info) -> action."""
     mask_key: str = DEFAULT_MASK_KEY
     """For NodeAction / EdgeAction envs: the info key holding the bool action mask of the
     current observation; it is stored as the observation's action_mask (no key in info: no
@@ -54,7 +55,8 @@ class Config:
     seed: int = 0
     """Run seed; episode i is seeded from (seed, i) only."""
     env: str = DEFAULT_ENV
-    """A gymnasium env id or module:ClassName whose observation space is spaces.Graph."""
+    """A gymnasium env id or module:ClassName whose observation space is spaces.Graph, or an
+    RLlib MultiAgentEnv (id, module:Class or module:function) whose agents observe spaces.Graph."""
     env_config: dict = field(default_factory=dict)
     """Keyword arguments of the env, as a JSON object (e.g. '{"n_max": 256}')."""
     episodes_per_file: int = field(default=100, metadata=bounded(1, hint="It bounds the size of each file."))
@@ -150,6 +152,12 @@ def run(cfg: Config) -> dict:
     )
     summaries = sorted(record(jobs, workers=cfg.workers, show_progress=cfg.progress), key=lambda s: s["file"])
     returns = [r for s in summaries for r in s["returns"]]
+    agents: dict[str, dict] = {}
+    for s in summaries:  # multi-agent files: steps and returns per agent id
+        for aid, n in s.get("agent_transitions", {}).items():
+            entry = agents.setdefault(aid, {"transitions": 0, "returns": []})
+            entry["transitions"] += n
+            entry["returns"] += s["agent_returns"].get(aid, [])
     return {
         "output": cfg.output,
         "files": [s["file"] for s in summaries],
@@ -159,6 +167,7 @@ def run(cfg: Config) -> dict:
         "return_min": min(returns),
         "return_max": max(returns),
         "seconds": time.perf_counter() - start,
+        **({"agents": dict(sorted(agents.items()))} if agents else {}),
     }
 
 
@@ -170,6 +179,11 @@ def format_summary(s: dict) -> str:
         (f"return       mean {s['return_mean']:.3f}  min {s['return_min']:.3f}  max {s['return_max']:.3f}"),
         f"files        {len(s['files'])}",
     ]
+    if s.get("agents"):
+        lines.append("agents       (transitions, mean return over the episodes it took part in)")
+        for aid, a in s["agents"].items():
+            mean = sum(a["returns"]) / len(a["returns"]) if a["returns"] else 0.0
+            lines.append(f"  {aid:<12} {a['transitions']:>8}  {mean:.3f}  ({len(a['returns'])} episodes)")
     lines += [f"  {f}" for f in s["files"]]
     lines.append(f"seconds      {s['seconds']:.1f}")
     return "\n".join(lines)

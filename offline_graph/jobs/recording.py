@@ -27,9 +27,14 @@ DEFAULT_ENV = "offline_graph/Graph-v0"
 
 
 def make_env(env: str = DEFAULT_ENV, env_config: dict | None = None) -> gym.Env:
-    """A gymnasium env id (``gym.make``) or ``module:ClassName``; must observe ``spaces.Graph``."""
+    """A gymnasium env id (``gym.make``) or ``module:ClassName``; must observe ``spaces.Graph``.
+    An RLlib ``MultiAgentEnv`` is built by :func:`~offline_graph.jobs.ma_recording.make_ma_env`
+    (every agent must observe ``spaces.Graph``)."""
     import offline_graph.env  # noqa: F401  (registers offline_graph/Graph-v0)
+    from offline_graph.jobs import ma_recording
 
+    if ma_recording.names_multi_agent_env(env, env_config):
+        return ma_recording.make_ma_env(env, env_config)  # type: ignore[no-any-return]
     env_config = env_config or {}
     if ":" in env and "/" not in env.split(":")[0]:
         module, _, name = env.partition(":")
@@ -167,7 +172,14 @@ def policy_for(env: gym.Env, name: str, epsilon: float, rng: np.random.Generator
     """A behaviour policy for ``env``: ``module:function`` (a user policy), or a name
     ("expert", "random", "mixed") resolved by ``env.unwrapped.make_policy(name, epsilon, rng)``
     when the env has that method, else by :func:`offline_graph.env.policies.make_policy` for
-    ``Discrete(k)`` envs of the toy task."""
+    ``Discrete(k)`` envs of the toy task. For a ``MultiAgentEnv``:
+    :func:`~offline_graph.jobs.ma_recording.ma_policy_for` (``policy(agent_id, obs, info)``)."""
+    from offline_graph.rllib.ma_evaluation import is_multi_agent
+
+    if is_multi_agent(env):
+        from offline_graph.jobs.ma_recording import ma_policy_for
+
+        return ma_policy_for(env, name, epsilon, rng)  # type: ignore[return-value]
     if ":" in name:
         return load_user_policy(name)
     maker = getattr(env.unwrapped, "make_policy", None)
@@ -200,7 +212,12 @@ class RecordJob:
 
 
 def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Record episodes ``first..last-1`` into one Parquet file; returns a summary."""
+    """Record episodes ``first..last-1`` into one Parquet file; returns a summary (a
+    ``MultiAgentEnv``: :func:`~offline_graph.jobs.ma_recording.record_ma_file`)."""
+    from offline_graph.jobs import ma_recording
+
+    if ma_recording.names_multi_agent_env(job.env, job.env_config):
+        return ma_recording.record_ma_file(job, progress)
     env = make_env(job.env, job.env_config)
     _, edge_dim = space_sizes(env.observation_space)
     mask_key = mask_key_for(env, job.mask_key)
