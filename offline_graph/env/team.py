@@ -8,7 +8,8 @@ acts on it; the agents differ in spaces and action kind:
   ``Discrete(4)``): the color with the most same-colored edges.
 * ``"pick"``: node selection (F=3 noise, D=1 constant 1.0, ``NodeAction(pick_max_nodes)``):
   among the allowed nodes (``info["action_mask"]``, a random subset of >= 2 nodes) the one
-  with the most neighbours, ties to the lowest index (:func:`pick_correct_action`).
+  with the most neighbours (:func:`pick_correct_action`); the candidates are drawn so that
+  this node is unique (the answer never depends on node order).
 
 Reward 1.0 for the correct action, else 0.0 (an illegal action, out of range or masked out,
 also gets 0.0 and ``info["illegal_action"] = True``). An agent is terminated after
@@ -46,6 +47,7 @@ from offline_graph.env.team_policies import (
     TeamPolicy,
     agent_kind,
     make_team_policy,
+    _node_degrees,
     pick_correct_action,
     pick_decoy_action,
     team_expert,
@@ -123,6 +125,24 @@ class _Agent:
     correct: int = 0
     n: int = 0
     mask: np.ndarray | None = None
+
+
+def _unique_best_mask(rng: np.random.Generator, degrees: np.ndarray, max_candidates: int) -> np.ndarray:
+    """A random candidate set (2..max_candidates nodes, fewer on tiny graphs) whose best node
+    (most neighbours) is unique: the correct action is a function of the structure alone, never
+    of node order. Redraws up to 20 times; then the tied best nodes but one leave the set."""
+    n = degrees.shape[0]
+    mask = np.zeros(n, dtype=bool)
+    for _ in range(20):
+        mask[:] = False
+        size = int(rng.integers(min(2, n), min(n, int(max_candidates)) + 1))
+        mask[rng.choice(n, size=size, replace=False)] = True
+        best = degrees[mask].max()
+        if int((degrees[mask] == best).sum()) == 1:
+            return mask
+    tied = np.flatnonzero(mask & (degrees == degrees[mask].max()))
+    mask[tied[1:]] = False
+    return mask
 
 
 class TeamEnv(MultiAgentEnv):
@@ -206,9 +226,7 @@ class TeamEnv(MultiAgentEnv):
         adj |= adj.T
         links = np.argwhere(adj).astype(np.int64)  # both directions, sorted by (source, target)
         x = _quantize(rng.standard_normal((n, PICK_NUM_FEATURES), dtype=np.float32))
-        mask = np.zeros(n, dtype=bool)
-        size = int(rng.integers(2, min(n, int(cfg.pick_max_candidates)) + 1))
-        mask[rng.choice(n, size=size, replace=False)] = True
+        mask = _unique_best_mask(rng, _node_degrees({"x": x, "edge_index": links.T}), cfg.pick_max_candidates)
         obs = GraphInstance(nodes=x, edges=np.ones((links.shape[0], 1), np.float32), edge_links=links)
         s.correct = pick_correct_action({"x": x, "edge_index": links.T}, mask)
         s.n, s.mask = n, mask
