@@ -71,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         scan = scan_files(args.input, args.on_error)
+        from offline_graph.data.ma_stats import is_multi_agent_data
+
+        if is_multi_agent_data(scan.files, scan.metadata):
+            from offline_graph.jobs.ma_convert import main_multi_agent
+
+            return main_multi_agent(args, scan)
         spaces = resolve_spaces(
             scan=scan,
             env=args.env,

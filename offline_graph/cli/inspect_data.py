@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
     try:
         summary = inspect_path(cfg.path, strict=cfg.strict, n_max=cfg.n_max)
-        summary["spaces"] = _spaces(cfg)
+        if not summary.get("multi_agent"):  # multi-agent: per-agent spaces are in the summary
+            summary["spaces"] = _spaces(cfg)
     except OfflineGraphError as err:
         print(str(err), file=sys.stderr)
         return 2

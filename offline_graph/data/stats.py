@@ -268,7 +268,12 @@ def summarize(col: Collected, n_max: int | None = None) -> dict[str, Any]:
 
 
 def inspect_path(path: str, *, strict: bool = False, n_max: int | None = None) -> dict[str, Any]:
-    """:func:`collect` then :func:`summarize`."""
+    """:func:`collect` then :func:`summarize` (multi-agent data: :mod:`offline_graph.data.ma_stats`)."""
+    from offline_graph.data import ma_stats
+
+    files = episode_files(path)
+    if ma_stats.is_multi_agent_data(files, read_file_metadata(files[0])):
+        return ma_stats.inspect_multi_agent(path, files, strict=strict)
     return summarize(collect(path, strict=strict), n_max=n_max)
 
 
@@ -281,6 +286,10 @@ def _fmt_bytes(n: float) -> str:
 
 def format_table(s: dict[str, Any]) -> str:
     """A small human-readable table of :func:`summarize`'s numbers."""
+    if s.get("multi_agent"):
+        from offline_graph.data.ma_stats import format_multi_agent_table
+
+        return format_multi_agent_table(s)
     rows = [
         ("files", str(s["files"])),
         ("format version", ", ".join(str(v) for v in s["format_version"]) or "-"),

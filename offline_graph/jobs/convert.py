@@ -181,6 +181,12 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
             f"convert: input {cfg.input} format kind must be 'episodes' (found 'transitions'). "
             "The input is already converted; train from it directly."
         )
+    from offline_graph.data.ma_stats import is_multi_agent_data
+
+    if is_multi_agent_data(scan.files, scan.metadata):  # per-agent spaces; cfg.spec unused
+        from offline_graph.jobs.ma_convert import convert_multi_agent, from_convert_config
+
+        return convert_multi_agent(from_convert_config(cfg))
     bytes_in = sum(storage.size(f) for f in scan.files)
     ctx = ray.data.DataContext.get_current()
     previous = (ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled)

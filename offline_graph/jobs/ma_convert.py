@@ -1,0 +1,389 @@
+"""The conversion job on multi-agent episode files: one row per agent step, every step once.
+
+Same job as :mod:`offline_graph.jobs.convert` (one fused read -> convert -> write task per
+input unit, per-block accounting files, deterministic file names and row order), but each
+agent's steps are validated against that agent's own spaces
+(:func:`offline_graph.data.ma_stats.resolve_agent_spaces`: the file metadata's
+``agent_spaces``, else inferred per agent id from the data) and no agent -> module mapping is
+baked into the rows: one conversion serves any policy mapping (the ``agent_id`` column is what
+a mapping reads).
+
+Row layout (:data:`MA_SCHEMA`, the same schema in every output file)::
+
+    actions        int64
+    x              list<list<float32>>                 node features of obs_t; the inner width
+                                                       is the agent's F (agents differ)
+    edge_index     list<fixed_size_list<int64, 2>>     (src, dst) pairs, local indices
+    edge_attr      list<list<float32>>                 inner width D; null for agents whose
+                                                       observation space has no edge features
+    node_mask      list<bool>                          NodeAction agents; null for the others
+    edge_mask      list<bool>                          EdgeAction agents; null for the others
+    rewards        float32   the agent's own reward
+    terminateds    bool      True on the agent's last step if its part terminated
+    truncateds     bool      True on the agent's last step if its part was truncated
+    value_targets  float32   discounted returns-to-go of the agent's own rewards (gamma)
+    eps_id         dictionary<int32, string>   the multi-agent episode's id
+    t              int64     the agent's step (its own count, RLlib's agent timestep)
+    agent_id       dictionary<int32, string>   str(agent id)
+    agent_id_int   bool      the recorded agent id was an int
+    env_t          int64     the env step at which the agent observed obs_t
+
+``(eps_id, agent_id, t)`` is unique. Within a task's file, rows come episode by episode, and
+within an episode agent by agent (the recorded order), step by step. The file metadata holds
+``kind: transitions``, ``multi_agent: true``, ``agent_spaces`` (``{agent_id: {observation_space,
+action_space}}``), ``gamma`` and the recording facts; ``_conversion_report.json`` adds
+``agents``: per agent id its transitions, episodes, spaces and where they came from.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from offline_graph.data import storage
+from offline_graph.data.errors import (
+    ConfigError,
+    FormatVersionError,
+    GraphValidationError,
+    OfflineGraphError,
+    reraise_project_error,
+)
+from offline_graph.data.files import FileScan, scan_files
+from offline_graph.data.format import make_metadata
+from offline_graph.data.ma_stats import AgentSpaces, read_parts, resolve_agent_spaces
+from offline_graph.data.reader import ReadStats, batch_columns
+from offline_graph.data.transitions import Transitions
+from offline_graph.data.validation import EpisodeSpec
+from offline_graph.jobs import accounting
+
+_ragged = pa.list_(pa.list_(pa.float32()))
+MA_SCHEMA = pa.schema(
+    [
+        pa.field("actions", pa.int64()),
+        pa.field("x", _ragged),
+        pa.field("edge_index", pa.list_(pa.list_(pa.int64(), 2))),
+        pa.field("edge_attr", _ragged),
+        pa.field("node_mask", pa.list_(pa.bool_())),
+        pa.field("edge_mask", pa.list_(pa.bool_())),
+        pa.field("rewards", pa.float32()),
+        pa.field("terminateds", pa.bool_()),
+        pa.field("truncateds", pa.bool_()),
+        pa.field("value_targets", pa.float32()),
+        pa.field("eps_id", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("t", pa.int64()),
+        pa.field("agent_id", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("agent_id_int", pa.bool_()),
+        pa.field("env_t", pa.int64()),
+    ]
+)
+"""The Arrow schema of multi-agent transition rows (module docstring)."""
+
+
+@dataclass(frozen=True)
+class MultiAgentConvertConfig:
+    """Settings of one multi-agent conversion run (as :class:`~offline_graph.jobs.convert.ConvertConfig`
+    without a single spec: each agent's spaces come from the metadata or the data)."""
+
+    input: str
+    output: str
+    gamma: float = 0.99
+    on_error: Literal["raise", "skip"] = "raise"
+    episodes_per_batch: int = 256
+    episodes_per_task: int = 512
+    num_workers: int | None = None
+    cpus_per_worker: float = 1.0
+    source: dict = field(default_factory=dict)
+    agent_spaces: AgentSpaces | None = None
+    """Per-agent specs (None: resolved from the input)."""
+
+
+def conform(table: pa.Table) -> pa.Table:
+    """A (single-spec) transition table -> :data:`MA_SCHEMA` (widths unfixed, nulls added)."""
+    n = table.num_rows
+    columns = []
+    for f in MA_SCHEMA:
+        if f.name in table.column_names:
+            columns.append(table.column(f.name).cast(f.type))
+        else:
+            columns.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(columns, schema=MA_SCHEMA)
+
+
+def parts_table(parts: list[Any], gamma: float) -> pa.Table:
+    """Validated agent parts -> their rows in part order (one Transitions per spec)."""
+    groups: dict[EpisodeSpec, list[int]] = {}
+    for i, part in enumerate(parts):
+        groups.setdefault(part.spec, []).append(i)
+    tables, order = [], []
+    for idx in groups.values():
+        group = [parts[i] for i in idx]
+        tr = Transitions.from_episodes(
+            [p.episode for p in group], gamma, [p.agent_id for p in group], [p.env_t for p in group]
+        )
+        tables.append(conform(tr.to_arrow()))
+        order.append(np.repeat(np.asarray(idx, np.int64), [len(p.episode) for p in group]))
+    table = pa.concat_tables(tables)
+    return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+
+
+@dataclass
+class _Part:
+    agent_id: Any
+    env_t: np.ndarray
+    episode: Any
+    spec: EpisodeSpec
+
+
+class ConvertMultiAgentEpisodes:
+    """Ray Data map function: a batch of multi-agent episode rows -> all of their agent steps.
+    ``spec``: the per-agent specs as a tuple of ``(agent key, EpisodeSpec)`` (hashable, for
+    :func:`offline_graph.jobs.convert.convert_block`'s worker cache)."""
+
+    def __init__(self, spec: Any, gamma: float, on_error: str, stats_dir: str | None) -> None:
+        self.specs = dict(spec)
+        self.gamma, self.on_error, self.stats_dir = gamma, on_error, stats_dir
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        from offline_graph.jobs.convert import _save_stats
+
+        items, paths = batch_columns(batch)
+        stats = ReadStats()
+        parts = read_parts(items, paths, self.specs, on_error=self.on_error, stats=stats)  # type: ignore[arg-type]
+        if self.stats_dir is not None:
+            _save_stats(self.stats_dir, accounting.block_key(items, paths), stats)
+        parts = [p for p in parts if len(p.episode)]
+        if not parts:
+            return MA_SCHEMA.empty_table()
+        return parts_table(
+            [_Part(p.agent_id, p.env_t, p.episode, self.specs[p.module_id]) for p in parts], self.gamma
+        )
+
+
+def convert_multi_agent(
+    cfg: MultiAgentConvertConfig, map_class: type = ConvertMultiAgentEpisodes
+) -> dict[str, Any]:
+    """Run the job; returns (and writes next to the rows) the JSON report."""
+    import ray
+
+    from offline_graph.jobs.convert import REPORT_NAME, STATS_DIR, _load_stats, _remove, _write, convert_block
+    from offline_graph.jobs.source import episode_source
+    from ray.data.datasource import FilenameProvider
+
+    class _Names(FilenameProvider):
+        def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
+            return f"transitions-{task_index:06d}.parquet"
+
+    for name in ("episodes_per_batch", "episodes_per_task", "num_workers", "cpus_per_worker"):
+        value = getattr(cfg, name)
+        if value is not None and not value > 0:
+            raise ConfigError(f"convert: {name} must be > 0 (found {value!r}). Use a positive number.")
+    existing = storage.list_dir(cfg.output, recursive=True) if storage.is_dir(cfg.output) else []
+    if existing:
+        raise FileExistsError(
+            f"convert: output {cfg.output} must be empty or absent (found "
+            f"{len(existing)} entries). Choose a new --output or delete it."
+        )
+    start = time.perf_counter()
+    scan = scan_files(cfg.input, cfg.on_error)
+    if scan.kind == "transitions":
+        raise FormatVersionError(
+            f"convert: input {cfg.input} format kind must be 'episodes' (found 'transitions'). "
+            "The input is already converted; train from it directly."
+        )
+    if not scan.files:
+        raise FormatVersionError(
+            f"convert: input {cfg.input} must hold at least one readable episode file (found "
+            f"none; rejected files by reason: {dict(scan.rejected)})."
+        )
+    spaces = cfg.agent_spaces or resolve_agent_spaces(scan.files, scan.metadata, "convert")
+    bytes_in = sum(storage.size(f) for f in scan.files)
+    ctx = ray.data.DataContext.get_current()
+    previous = (ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled)
+    ctx.execution_options.preserve_order = True
+    ctx.op_resource_reservation_enabled = False
+    cpus = cfg.cpus_per_worker
+    if cfg.num_workers is not None:
+        cpus = max(cpus, float(ray.cluster_resources().get("CPU", 1.0)) / cfg.num_workers)
+    stats_dir = storage.join(cfg.output, STATS_DIR)
+    meta = {**cfg.source, "multi_agent": True, "agent_spaces": spaces.metadata(), "gamma": cfg.gamma}
+    schema = MA_SCHEMA.with_metadata(make_metadata("transitions", **meta))
+    source = episode_source(scan, cfg.episodes_per_task, cfg.episodes_per_batch)
+    ds = ray.data.read_datasource(source, override_num_blocks=max(1, source.num_tasks), num_cpus=cpus)
+    ds = ds.map_batches(
+        convert_block,
+        fn_kwargs={
+            "map_class": map_class,
+            "spec": tuple(sorted(spaces.specs.items())),
+            "gamma": cfg.gamma,
+            "on_error": cfg.on_error,
+            "stats_dir": stats_dir,
+        },
+        batch_size=None,
+        batch_format="pyarrow",
+        num_cpus=cpus,
+    )
+    try:
+        _write(ds, cfg.output, _Names(), schema, cpus)
+    except Exception as err:
+        _remove(stats_dir)
+        reraise_project_error(err)
+        raise
+    finally:
+        ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled = previous
+    storage.makedirs(cfg.output)
+    total = _load_stats(stats_dir)
+    _remove(stats_dir)
+    rows, episodes, per_agent, bytes_out = verify_output(cfg.output)
+    seconds = time.perf_counter() - start
+    if rows != total.transitions_used:
+        raise RuntimeError(
+            f"convert: output rows must equal validated agent steps {total.transitions_used} "
+            f"(found {rows}). A worker's output was lost or duplicated; rerun the job."
+        )
+    counts = total.as_dict()
+    by_agent = counts.pop("transitions_by_module", {})
+    agents = {
+        key: {
+            "transitions": per_agent.get(key, (0, 0))[0],
+            "episodes": per_agent.get(key, (0, 0))[1],
+            **spaces.texts.get(key, {}),
+        }
+        for key in sorted(set(spaces.texts) | set(per_agent))
+    }
+    report = {
+        "input": storage.absolute(cfg.input),
+        "output": storage.absolute(cfg.output),
+        "multi_agent": True,
+        "files_in": len(scan.files) + sum(scan.rejected.values()),
+        "files_rejected_by_reason": dict(scan.rejected),
+        "first_file_error_by_reason": dict(scan.examples),
+        **counts,
+        "transitions_by_agent": by_agent,
+        "agents": agents,
+        "episodes_in": total.episodes_read,
+        "transitions_out": rows,
+        "episodes_out": episodes,
+        "bytes_in": bytes_in,
+        "bytes_out": bytes_out,
+        "seconds": round(seconds, 3),
+        "transitions_per_s": round(rows / seconds, 1) if seconds > 0 else None,
+        "gamma": cfg.gamma,
+        "on_error": cfg.on_error,
+        "format": json.loads(make_metadata("transitions")[b"offline_graph"]),
+        "config": {k: v for k, v in asdict(cfg).items() if k != "agent_spaces"},
+    }
+    text = json.dumps(report, indent=2, sort_keys=True)
+    storage.write_bytes(storage.join(cfg.output, REPORT_NAME), text.encode())
+    return report
+
+
+def verify_output(output: str) -> tuple[int, int, dict[str, tuple[int, int]], int]:
+    """(rows, distinct episodes, per agent (rows, episodes), bytes); (eps_id, agent_id, t)
+    must be unique."""
+    files = storage.list_dir(output, ".parquet")
+    if not files:
+        return 0, 0, {}, 0
+    tables = []
+    for f in files:
+        with storage.open_input_file(f) as fh:
+            part = pq.read_table(fh, columns=["eps_id", "agent_id", "t"])
+        tables.append(
+            pa.table(
+                {k: part.column(k).cast(pa.string()) for k in ("eps_id", "agent_id")}
+                | {"t": part.column("t")}
+            )
+        )
+    keys = pa.concat_tables(tables)
+    rows = keys.num_rows
+    keyed = keys.append_column("n", keys.column("t"))
+    pairs = keyed.group_by(["eps_id", "agent_id", "t"]).aggregate([("n", "count")])
+    if pairs.num_rows != rows:
+        repeated = pairs.filter(pc.greater(pairs.column("n_count"), 1))
+        dup = repeated.column("eps_id")[0].as_py()
+        raise GraphValidationError(
+            f"convert, output {output}: (eps_id, agent_id, t) must be unique (found "
+            f"{rows - pairs.num_rows} repeated agent steps, e.g. of episode {dup!r}). The same "
+            "episode id occurs in several input blocks; de-duplicate the input files.",
+            reason="duplicate_id",
+        )
+    agg = keys.group_by("agent_id").aggregate([("t", "count"), ("eps_id", "count_distinct")])
+    per_agent = {
+        a: (int(n), int(e))
+        for a, n, e in zip(
+            agg.column("agent_id").to_pylist(),
+            agg.column("t_count").to_pylist(),
+            agg.column("eps_id_count_distinct").to_pylist(),
+        )
+    }
+    episodes = len(pc.unique(keys.column("eps_id")))
+    return rows, episodes, per_agent, sum(storage.size(f) for f in files)
+
+
+def from_convert_config(cfg: Any) -> MultiAgentConvertConfig:
+    """A single-agent ``ConvertConfig`` -> the multi-agent settings (its spec is not used)."""
+    names = [f for f in MultiAgentConvertConfig.__dataclass_fields__ if f != "agent_spaces"]
+    return MultiAgentConvertConfig(**{k: getattr(cfg, k) for k in names})
+
+
+def main_multi_agent(args: Any, scan: FileScan) -> int:
+    """``offline-graph convert`` on multi-agent input (``args``: the CLI's Args)."""
+    import ray
+
+    if args.observation_space or args.action_space:
+        print(
+            "offline-graph convert: --observation-space / --action-space must not be given for "
+            "multi-agent data (found them). Each agent's spaces come from the metadata "
+            "'agent_spaces' or are inferred per agent id.",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        spaces = resolve_agent_spaces(scan.files, scan.metadata, "convert")
+    except OfflineGraphError as err:
+        print(f"offline-graph convert: {err}", file=sys.stderr)
+        return 2
+    for key, texts in sorted(spaces.texts.items()):
+        print(f"agent {key}: {texts['observation_space']} / {texts['action_space']} ({texts['source']})")
+    meta = scan.metadata
+    source: dict[str, Any] = {k: meta[k] for k in ("policy", "seed", "epsilon", "mask_key") if k in meta}
+    env = args.env or meta.get("env")
+    if env:
+        env_config = args.env_config if args.env_config is not None else meta.get("env_config")
+        source.update(env=env, **({"env_config": env_config} if env_config else {}))
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False)
+    report = convert_multi_agent(
+        MultiAgentConvertConfig(
+            input=args.input,
+            output=args.output,
+            gamma=args.gamma,
+            on_error=args.on_error,
+            num_workers=args.workers,
+            episodes_per_batch=args.episodes_per_batch,
+            episodes_per_task=args.episodes_per_task,
+            source=source,
+            agent_spaces=spaces,
+        )
+    )
+    print(
+        f"episodes in: {report['episodes_in']}  used: {report['episodes_used']}  "
+        f"rejected: {report['episodes_rejected']} {report['rejected_by_reason']}"
+    )
+    for key, a in report["agents"].items():
+        print(f"agent {key}: transitions {a['transitions']}  episodes {a['episodes']}")
+    print(
+        f"agent steps out: {report['transitions_out']}  in {report['seconds']:.1f} s  bytes in/out: "
+        f"{report['bytes_in']}/{report['bytes_out']}"
+    )
+    from offline_graph.jobs.convert import REPORT_NAME
+
+    print(f"report: {storage.join(args.output, REPORT_NAME)}")
+    return 0
