@@ -8,6 +8,8 @@ generated data). One module per concern:
   ``stream``, ``collate`` (throughput of each stage of the data path);
 * :mod:`offline_graph.bench.case_bytes`: ``bytes`` (bytes per transition at each stage);
 * :mod:`offline_graph.bench.case_memory`: ``memory`` (peak RSS of a prelearner worker);
+* :mod:`offline_graph.bench.case_league`: ``league`` (peak RSS of a prelearner actor and of a
+  learner with 2 vs 32 league modules);
 * :mod:`offline_graph.bench.case_gpu`: ``gpu`` (learner step time on CUDA);
 * :mod:`offline_graph.bench.case_sampling`: ``sampling`` (EnvRunner env steps/s, graphs vs a
   padded Box).
@@ -28,6 +30,7 @@ from offline_graph.bench.case_data_path import (
     case_stream,
 )
 from offline_graph.bench.case_gpu import case_gpu
+from offline_graph.bench.case_league import case_league
 from offline_graph.bench.case_memory import case_memory
 from offline_graph.bench.case_sampling import case_sampling
 from offline_graph.bench.harness import BenchContext, Row
@@ -42,6 +45,7 @@ CASE_FUNCTIONS: dict[str, CaseFunction] = {
     "stream": case_stream,
     "collate": case_collate,
     "memory": case_memory,
+    "league": case_league,
     "gpu": case_gpu,
     "sampling": case_sampling,
 }
