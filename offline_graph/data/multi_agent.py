@@ -149,7 +149,7 @@ def _agent_error(err: OfflineGraphError, eid: str, aid: Any, module_id: str) -> 
     """``err`` with the agent and module named after the episode id."""
     msg = str(err)
     tag = f"episode {eid!r}"
-    named = f"{tag}, agent {aid!r} (module {module_id!r})"
+    named = f"{tag}, agent {aid!r}" + (f" (module {module_id!r})" if module_id != str(aid) else "")
     msg = msg.replace(tag, named, 1) if tag in msg else f"{named}: {msg}"
     return type(err)(msg, reason=err.reason)
 

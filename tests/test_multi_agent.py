@@ -1,0 +1,231 @@
+"""Multi-agent episodes: the row format, ``write_episodes``, RLlib's ``from_state`` rebuild, the
+prelearner's per-module routing (mapping at read time, equal B per module, value targets per
+agent) and the per-module collate. Expected values are computed by hand from the episodes below."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from ray.rllib.algorithms.bc import BCConfig
+from ray.rllib.algorithms.marwil import MARWILConfig
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+import offline_graph
+from offline_graph.data.errors import ConfigError, GraphValidationError
+from offline_graph.data.format import parse_metadata
+from offline_graph.data.multi_agent import decode_multi_agent, unpack
+from offline_graph.data.space_text import graph_space
+from offline_graph.data.spaces import NodeAction
+from offline_graph.rllib.collate_fn import GraphCollateFn
+from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+
+OBS = {"a": graph_space(3, 2), 7: graph_space(5, None)}
+ACT = {"a": gym.spaces.Discrete(2), 7: NodeAction(8)}
+
+
+def g_a(n: int) -> dict:
+    """Agent "a": F=3, D=2, a chain of n nodes."""
+    ei = np.array([np.arange(n - 1), np.arange(1, n)], np.int64)
+    return {
+        "x": np.full((n, 3), n, np.float32),
+        "edge_index": ei,
+        "edge_attr": np.ones((n - 1, 2), np.float32),
+    }
+
+
+def g_7(n: int) -> dict:
+    """Agent 7 (an int id): F=5, no edge features, node actions with a mask."""
+    return {
+        "x": np.full((n, 5), -n, np.float32),
+        "edge_index": np.array([[0], [n - 1]], np.int64),
+        "action_mask": np.arange(n) % 2 == 0,
+    }
+
+
+def episode(eid: str) -> MultiAgentEpisode:
+    """env_t 0: a, 7 observe; 1: both act; 2: 7 acts and terminates, "b" joins late (as a's
+    module); 3: a and b act, all done. Actions as numpy scalars and Python ints."""
+    ep = MultiAgentEpisode(id_=eid)
+    ep.add_env_reset(observations={"a": g_a(3), 7: g_7(2)}, infos={"a": {}, 7: {}})
+    ep.add_env_step(
+        observations={"a": g_a(4), 7: g_7(3)},
+        actions={"a": np.int64(1), 7: 0},
+        rewards={"a": 1.0, 7: 0.5},
+        infos={"a": {}, 7: {}},
+    )
+    ep.add_env_step(
+        observations={"a": g_a(5), 7: g_7(4), "b": g_a(2)},
+        actions={"a": 0, 7: np.int32(2)},
+        rewards={"a": 0.0, 7: 2.0},
+        terminateds={7: True},
+        infos={"a": {}, 7: {}, "b": {}},
+    )
+    ep.add_env_step(
+        observations={"a": g_a(6), "b": g_a(3)},
+        actions={"a": 1, "b": 1},
+        rewards={"a": 2.0, "b": 4.0},
+        terminateds={"__all__": True},
+        infos={"a": {}, "b": {}},
+    )
+    return ep
+
+
+def kind(agent_id, episode=None, **kwargs) -> str:
+    return "num" if isinstance(agent_id, int) else "letters"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("ma"))
+    offline_graph.write_episodes(
+        path, [episode(f"e{i}") for i in range(3)], observation_space=OBS, action_space=ACT
+    )
+    return path
+
+
+def test_rows_hold_each_agent_steps_and_env_steps(data_dir) -> None:
+    table = pq.read_table(f"{data_dir}/episodes-0000000-0000002.parquet")
+    meta = parse_metadata(table.schema.metadata)
+    assert meta["multi_agent"] is True
+    assert meta["agent_spaces"] == {
+        "a": {"observation_space": "graph:F=3,D=2", "action_space": "discrete:2"},
+        "7": {"observation_space": "graph:F=5", "action_space": "node:8"},
+    }
+    ma = decode_multi_agent(unpack(table.column("item")[1].as_py()))
+    assert ma.id == "e1" and ma.terminated
+    agents = {a.agent_id: a for a in ma.agents}
+    assert set(agents) == {"a", 7, "b"}  # the int id stays an int
+    assert [int(v) for v in agents["a"].raw.actions] == [1, 0, 1]
+    assert agents["a"].raw.rewards == [1.0, 0.0, 2.0]
+    assert agents["a"].env_t.tolist() == [0, 1, 2, 3]
+    assert [int(v) for v in agents[7].raw.actions] == [0, 2]
+    assert agents[7].env_t.tolist()[:2] == [0, 1] and agents[7].raw.terminated
+    assert agents["b"].env_t.tolist() == [2, 3] and agents["b"].raw.rewards == [4.0]
+    np.testing.assert_array_equal(agents[7].raw.observations[1]["action_mask"], [True, False, True])
+
+
+def test_rllib_from_state_rebuilds_the_episode(data_dir) -> None:
+    item = pq.read_table(f"{data_dir}/episodes-0000000-0000002.parquet").column("item")[0].as_py()
+    back = offline_graph.to_multi_agent_episode(item)
+    orig = episode("e0")
+    assert isinstance(back, MultiAgentEpisode) and back.id_ == "e0"
+    assert set(back.agent_ids) == {"a", 7, "b"} and back.env_t == orig.env_t == 3
+    assert back.get_return() == orig.get_return() == 9.5
+    for aid in ("a", 7, "b"):
+        assert [int(v) for v in back.agent_episodes[aid].get_actions()] == [
+            int(v) for v in orig.agent_episodes[aid].get_actions()
+        ]
+        assert list(back.agent_episodes[aid].get_rewards()) == list(orig.agent_episodes[aid].get_rewards())
+    assert back.is_terminated and len(back) == 3
+
+
+def test_write_episodes_single_agent_keeps_the_episode_and_refuses_bad_input(tmp_path) -> None:
+    sa = SingleAgentEpisode(observation_space=OBS["a"], action_space=ACT["a"])
+    sa.add_env_reset(observation=g_a(2))
+    sa.add_env_step(observation=g_a(3), action=np.int64(1), reward=1.5, terminated=True)
+    files = offline_graph.write_episodes(str(tmp_path / "sa"), [sa])
+    assert sa.observation_space is OBS["a"]  # the user's episode is unchanged
+    meta = parse_metadata(pq.read_schema(files[0]).metadata)
+    assert meta["observation_space"] == "graph:F=3,D=2" and meta["action_space"] == "discrete:2"
+    state = unpack(pq.read_table(files[0]).column("item")[0].as_py())
+    assert [int(a) for a in SingleAgentEpisode.from_state(state).get_actions()] == [1]
+    running = SingleAgentEpisode()
+    running.add_env_reset(observation=g_a(2))
+    with pytest.raises(ConfigError, match=r"episodes\[0\] .* must be finished"):
+        offline_graph.write_episodes(str(tmp_path / "x"), [running])
+    with pytest.raises(ConfigError, match=r"episodes\[1\] must be a SingleAgentEpisode"):
+        offline_graph.write_episodes(str(tmp_path / "y"), [sa, episode("m")])
+
+
+def _config(data_dir: str, algo=BCConfig, trained=("letters", "num"), mapping=kind, learners=0, **training):
+    spec = {
+        "letters": RLModuleSpec(
+            module_class=offline_graph.GNNModule, observation_space=OBS["a"], action_space=ACT["a"]
+        ),
+        "num": RLModuleSpec(
+            module_class=offline_graph.GNNModule, observation_space=OBS[7], action_space=ACT[7]
+        ),
+    }
+    config = (
+        algo()
+        .environment(observation_space=gym.spaces.Dict(OBS), action_space=gym.spaces.Dict(ACT))
+        .multi_agent(policies=set(spec), policy_mapping_fn=mapping, policies_to_train=list(trained))
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=spec))
+        .offline_data(input_=[data_dir], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner)
+        .training(train_batch_size_per_learner=4, gamma=0.5, **training)
+        .learners(num_learners=learners)
+    )
+    return offline_graph.configure(config)
+
+
+def _rows(data_dir: str) -> dict:
+    table = pq.read_table(f"{data_dir}/episodes-0000000-0000002.parquet")
+    return {"item": np.array(table.column("item").to_pylist(), dtype=object)}
+
+
+def test_prelearner_gives_every_trained_module_the_same_b_and_own_returns(ray_session, data_dir) -> None:
+    pre = GraphOfflinePreLearner(config=_config(data_dir))
+    out = pre(_rows(data_dir))
+    # 3 episodes: "letters" agents a (3 steps) + b (1 step) = 12, "num" agent 7 (2 steps) = 6;
+    # k = round(18 / (4 * 2)) = 2 -> 8 rows, each with one transition of each module.
+    assert out.num_rows == 8
+    assert out.column_names[0].endswith("/actions")  # RLlib counts env steps from it
+    assert {c.split("/")[0] for c in out.column_names} == {"letters", "num"}
+    assert "num/node_mask" in out.column_names and "letters/edge_attr" in out.column_names
+    assert pre.stats.transitions_by_module == {"letters": 12, "num": 6}
+    # Returns-to-go with gamma 0.5 of each agent's own rewards: a [1,0,2] -> [1.5, 1, 2];
+    # b [4] -> [4]; 7 [0.5, 2] -> [1.5, 2].
+    pairs = set(
+        zip(out.column("letters/actions").to_pylist(), out.column("letters/value_targets").to_pylist())
+    )
+    assert pairs <= {(1, 1.5), (0, 1.0), (1, 2.0), (1, 4.0)}
+    pairs = set(zip(out.column("num/actions").to_pylist(), out.column("num/value_targets").to_pylist()))
+    assert pairs <= {(0, 1.5), (2, 2.0)}
+    batch = GraphCollateFn()(out.slice(0, 4))
+    assert batch["letters/actions"].shape == (4,) and batch["num/actions"].shape == (4,)
+    assert batch["letters/obs/ptr"].shape == (5,) and batch["num/obs/ptr"].shape == (5,)
+    assert batch["letters/obs/x"].shape[1] == 3 and batch["num/obs/x"].shape[1] == 5
+    assert int(batch["num/obs/action_mask"].sum()) > 0 and "num/obs/edge_attr" not in batch
+    x, ptr = batch["num/obs/x"].numpy(), batch["num/obs/ptr"].numpy()
+    # agent 7's graphs have N = 2 or 3 nodes, each node's features = -N: no padding rows
+    assert all((x[ptr[i] : ptr[i + 1]] == -(ptr[i + 1] - ptr[i])).all() for i in range(4))
+
+
+def test_untrained_modules_get_no_data_and_mapping_applies_at_read_time(ray_session, data_dir) -> None:
+    pre = GraphOfflinePreLearner(config=_config(data_dir, trained=("num",)))
+    out = pre(_rows(data_dir))
+    assert {c.split("/")[0] for c in out.column_names} == {"num"}
+    assert pre.stats.transitions_by_module == {"num": 6} and pre.stats.agent_steps_unused == 12
+    # Another mapping over the same files: everyone to "letters" fails on agent 7's F=5 graphs
+    everyone = GraphOfflinePreLearner(config=_config(data_dir, mapping=lambda aid, ep, **kw: "letters"))
+    with pytest.raises(GraphValidationError, match=r"agent 7 \(module 'letters'\)"):
+        everyone(_rows(data_dir))
+    unknown = GraphOfflinePreLearner(config=_config(data_dir, mapping=lambda aid, ep, **kw: "nobody"))
+    with pytest.raises(
+        ConfigError, match=r"must map to one of the modules \['letters', 'num'\] \(found 'nobody'\)"
+    ):
+        unknown(_rows(data_dir))
+
+
+@pytest.mark.parametrize("learners", [0, 2])
+def test_bc_and_marwil_train_each_module(ray_session, data_dir, learners) -> None:
+    algo_cls = BCConfig if learners == 0 else MARWILConfig
+    extra = {} if learners == 0 else {"beta": 1.0}
+    config = _config(data_dir, algo=algo_cls, learners=learners, **extra)
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+        losses = {m: result["learners"][m]["policy_loss"] for m in ("letters", "num")}
+        assert all(np.isfinite(float(v)) for v in losses.values())
+        module = algo.get_module("num")
+        assert isinstance(module, offline_graph.GNNModule) and module.action_space == ACT[7]
+        report = offline_graph.data_report(config)
+        assert report["transitions_by_module"]["num"] % 6 == 0 and report["transitions_by_module"]["num"] > 0
+        assert report["transitions_by_module"]["letters"] == 2 * report["transitions_by_module"]["num"]
+    finally:
+        algo.stop()
