@@ -16,7 +16,7 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 import offline_graph
-from offline_graph.data.errors import ConfigError, GraphValidationError
+from offline_graph.data.errors import ConfigError, GraphValidationError, SchemaError
 from offline_graph.data.format import parse_metadata
 from offline_graph.data.multi_agent import decode_multi_agent, unpack
 from offline_graph.data.space_text import graph_space
@@ -142,7 +142,15 @@ def test_write_episodes_single_agent_keeps_the_episode_and_refuses_bad_input(tmp
         offline_graph.write_episodes(str(tmp_path / "y"), [sa, episode("m")])
 
 
-def _config(data_dir: str, algo=BCConfig, trained=("letters", "num"), mapping=kind, learners=0, **training):
+def _config(
+    data_dir: str,
+    algo=BCConfig,
+    trained=("letters", "num"),
+    mapping=kind,
+    learners=0,
+    episodes=True,
+    **training,
+):
     spec = {
         "letters": RLModuleSpec(
             module_class=offline_graph.GNNModule, observation_space=OBS["a"], action_space=ACT["a"]
@@ -156,7 +164,9 @@ def _config(data_dir: str, algo=BCConfig, trained=("letters", "num"), mapping=ki
         .environment(observation_space=gym.spaces.Dict(OBS), action_space=gym.spaces.Dict(ACT))
         .multi_agent(policies=set(spec), policy_mapping_fn=mapping, policies_to_train=list(trained))
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=spec))
-        .offline_data(input_=[data_dir], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner)
+        .offline_data(
+            input_=[data_dir], input_read_episodes=episodes, prelearner_class=GraphOfflinePreLearner
+        )
         .training(train_batch_size_per_learner=4, gamma=0.5, **training)
         .learners(num_learners=learners)
     )
@@ -227,5 +237,36 @@ def test_bc_and_marwil_train_each_module(ray_session, data_dir, learners) -> Non
         report = offline_graph.data_report(config)
         assert report["transitions_by_module"]["num"] % 6 == 0 and report["transitions_by_module"]["num"] > 0
         assert report["transitions_by_module"]["letters"] == 2 * report["transitions_by_module"]["num"]
+    finally:
+        algo.stop()
+
+
+def test_converted_rows_train_with_the_mapping_applied_at_read_time(ray_session, data_dir, tmp_path) -> None:
+    from offline_graph.jobs.ma_convert import MultiAgentConvertConfig, convert_multi_agent
+
+    out = str(tmp_path / "rows")
+    convert_multi_agent(MultiAgentConvertConfig(input=data_dir, output=out, gamma=0.5, num_workers=1))
+    config = _config(out, episodes=False)
+    rows = pq.read_table(out)
+    pre = GraphOfflinePreLearner(config=config)
+    table = pre(rows)
+    # 18 agent steps: letters 12, num 6 -> k = round(18 / 8) = 2 -> 8 joint rows
+    assert table.num_rows == 8 and {c.split("/")[0] for c in table.column_names} == {"letters", "num"}
+    pairs = set(zip(table.column("num/actions").to_pylist(), table.column("num/value_targets").to_pylist()))
+    assert pairs <= {(0, 1.5), (2, 2.0)}
+    widths = GraphCollateFn()(table.slice(0, 4))
+    assert widths["letters/obs/x"].shape[1] == 3 and widths["num/obs/x"].shape[1] == 5
+    # the same rows under a mapping that sends agent 7 to the F=3 module: a clear width error
+    wrong = GraphOfflinePreLearner(
+        config=_config(out, mapping=lambda aid, ep, **kw: "letters", episodes=False)
+    )
+    with pytest.raises(
+        SchemaError, match=r"module 'letters', column 'x': every row's inner lists must have width 3"
+    ):
+        wrong(rows)
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+        assert np.isfinite(float(result["learners"]["num"]["policy_loss"]))
     finally:
         algo.stop()

@@ -26,13 +26,14 @@ import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
 import gymnasium as gym
+import numpy as np
 import pyarrow as pa
 
 from offline_graph.data.buffer import TransitionBuffer
-from offline_graph.data.errors import ConfigError
+from offline_graph.data.errors import ConfigError, SchemaError
 from offline_graph.data.multi_agent import read_agent_episodes, transitions_by_module
 from offline_graph.data.reader import OnError, ReadStats, spec_from_spaces
-from offline_graph.data.transitions import Transitions, transition_schema
+from offline_graph.data.transitions import Transitions, table_to_graphs, transition_schema
 from offline_graph.data.validation import EpisodeSpec
 
 if TYPE_CHECKING:
@@ -138,6 +139,29 @@ class ModuleRouter:
         )
         return transitions_by_module(parts, gamma)
 
+    def read_rows(self, table: pa.Table, where: str) -> dict[str, Transitions]:
+        """Converted multi-agent rows (``offline_graph.jobs.ma_convert``'s layout) grouped per
+        trained module with the mapping applied now (rows carry no module)."""
+        missing = [c for c in ROW_COLUMNS if c not in table.column_names]
+        if missing:
+            raise SchemaError(
+                f"{where}: converted multi-agent rows must have columns {list(ROW_COLUMNS)} "
+                f"(found {table.column_names}, missing {missing}). Convert multi-agent episode "
+                "files with offline-graph convert."
+            )
+        eids = table.column("eps_id").cast(pa.string()).to_pylist()
+        flags = table.column("agent_id_int").to_pylist()
+        aids = [
+            int(a) if f else a for a, f in zip(table.column("agent_id").cast(pa.string()).to_pylist(), flags)
+        ]
+        mids = np.array([self.module_of(a, None, e) for a, e in zip(aids, eids)], dtype=object)
+        out = {}
+        for mid, spec in self.specs.items():
+            idx = np.flatnonzero(mids == mid)
+            if idx.size:
+                out[mid] = rows_to_transitions(table.take(pa.array(idx)), spec, f"{where}, module {mid!r}")
+        return out
+
     def add(self, grouped: dict[str, Transitions]) -> None:
         for mid, part in grouped.items():
             self.buffers[mid].add(part)
@@ -162,6 +186,66 @@ class ModuleRouter:
             schema = transition_schema(self.specs[mid])
             fields += [pa.field(f"{mid}/{f.name}", f.type) for f in schema if f.name in KEEP]
         return pa.schema(fields).empty_table()
+
+
+ROW_COLUMNS = (
+    "actions",
+    "x",
+    "edge_index",
+    "value_targets",
+    "eps_id",
+    "t",
+    "agent_id",
+    "agent_id_int",
+    "env_t",
+)
+
+
+def rows_to_transitions(rows: pa.Table, spec: EpisodeSpec, where: str) -> Transitions:
+    """Converted multi-agent rows of one module -> :class:`Transitions` (widths checked)."""
+    cols: dict[str, Any] = {"x": (spec.num_features, rows.column("x"))}
+    if spec.edge_dim is not None:
+        cols["edge_attr"] = (spec.edge_dim, rows.column("edge_attr"))
+    table = {"actions": rows.column("actions"), "edge_index": rows.column("edge_index")}
+    for name, (width, column) in cols.items():
+        try:
+            table[name] = column.cast(pa.list_(pa.list_(pa.float32(), width)))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise SchemaError(
+                f"{where}, column {name!r}: every row's inner lists must have width {width}, the "
+                f"module's {'F' if name == 'x' else 'D'} (found another width or nulls: {err}). "
+                "The policy mapping sends agents with other spaces to this module."
+            ) from None
+    if spec.action_level is not None:
+        table[f"{spec.action_level}_mask"] = rows.column(f"{spec.action_level}_mask")
+    graphs = table_to_graphs(pa.table(table))
+    eids = rows.column("eps_id").cast(pa.string()).to_pylist()
+    keys = list(dict.fromkeys(zip(eids, rows.column("agent_id").cast(pa.string()).to_pylist())))
+    index = {k: i for i, k in enumerate(keys)}
+    episode_index = np.fromiter(
+        (index[k] for k in zip(eids, rows.column("agent_id").cast(pa.string()).to_pylist())),
+        np.int32,
+        len(eids),
+    )
+    return Transitions(
+        obs=graphs,
+        actions=rows.column("actions").to_numpy().astype(np.int64),
+        rewards=_column(rows, "rewards", np.float32),
+        terminateds=_column(rows, "terminateds", bool),
+        truncateds=_column(rows, "truncateds", bool),
+        value_targets=rows.column("value_targets").to_numpy().astype(np.float32),
+        episode_index=episode_index,
+        episode_ids=[k[0] for k in keys],
+        t=rows.column("t").to_numpy().astype(np.int64),
+        agent_ids=[k[1] for k in keys],
+        env_t=rows.column("env_t").to_numpy().astype(np.int64),
+    )
+
+
+def _column(rows: pa.Table, name: str, dtype: Any) -> np.ndarray:
+    if name in rows.column_names:
+        return rows.column(name).to_numpy(zero_copy_only=False).astype(dtype)
+    return np.zeros(rows.num_rows, dtype=dtype)
 
 
 def split_module_columns(names: Sequence[str]) -> dict[str, dict[str, str]]:

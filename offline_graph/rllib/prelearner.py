@@ -127,12 +127,6 @@ class GraphOfflinePreLearner(OfflinePreLearner):
                 "must be None with multi-agent data (found a user connector). User learner "
                 "connector pieces run on single-agent graph batches only."
             )
-        if not config.input_read_episodes:
-            raise ConfigError(
-                "GraphOfflinePreLearner (multi-agent): input_read_episodes must be True (found "
-                "False). Multi-agent training reads episode files; converted multi-agent rows "
-                "are read by offline-graph inspect and external tools."
-            )
         if self.settings.holdout > 0.0:
             raise ConfigError(
                 "GraphOfflinePreLearner (multi-agent): holdout must be 0 with multi-agent data "
@@ -196,8 +190,17 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         return sample.to_arrow(columns=_keep_columns(sample))
 
     def _call_multi_agent(self, batch: Any) -> pa.Table:
-        """Episode rows -> joint per-module rows (``<module_id>/<column>``)."""
+        """Episode rows (or converted multi-agent rows) -> joint per-module rows
+        (``<module_id>/<column>``)."""
         assert self.router is not None  # noqa: S101 (set in __init__)
+        if not self.config.input_read_episodes:
+            table = batch if isinstance(batch, pa.Table) else pa.table(batch)
+            grouped = self.router.read_rows(table, "GraphOfflinePreLearner")
+            for mid, part in grouped.items():
+                self.stats.transitions_used += len(part)
+                self.stats.transitions_by_module[mid] += len(part)
+            self.router.add(grouped)
+            return self.router.sample_table(sum(len(t) for t in grouped.values()), self.batch_size)
         items, paths = batch_columns(batch)
         if self._uris:
             paths = [self._uris.get(p, p) if p is not None else None for p in paths]
