@@ -21,10 +21,12 @@ COMMANDS = {
     "bench": "benchmark the graph data path against RLlib's stock padded path",
     "experiment": "the learning-quality table: BC / MARWIL / bag of nodes over seeds, one PNG",
     "migrate": "migrate padded RLlib Repeated recordings into ragged episode files",
+    "ma-experiment": "the multi-agent learning-quality table: BC / MARWIL on TeamEnv, per module",
 }
 
-MODULES = {"inspect": "inspect_data"}
-"""Subcommands whose module name differs (``inspect`` would shadow the standard library)."""
+MODULES = {"inspect": "inspect_data", "ma-experiment": "ma_experiment"}
+"""Subcommands whose module name differs (``inspect`` would shadow the standard library;
+a dash is not valid in a module name)."""
 
 
 def main(argv: list[str] | None = None) -> int:
