@@ -10,18 +10,12 @@ the expert data), ``bc-mixed`` (BC on the mixed-quality data) and ``marwil-mixed
 beta=1, ``--gamma``, on the mixed-quality data). Both data sets are recorded first into
 ``<output>/data`` from ``offline_graph/Team-v0`` (``offline-graph record --policy expert
 --episodes 1000 --seed 0`` and ``--policy mixed --epsilon 0.6 --episodes 2000 --seed 1``, in
-this process). Every run trains one GNN module per agent kind (``color``, ``pick``, mapped by
-:func:`~offline_graph.env.team_policies.team_policy_mapping_fn`) in one shared Ray session,
-then scores each module with
-:func:`~offline_graph.rllib.ma_evaluation.evaluate_multi_agent_module` on the same seeded
-episodes, where the env's expert and random policies play too: ``normalized`` is
-``100 * (module - random) / (expert - random)`` per module.
-
-Written to ``--output``: ``results.json`` (settings, every run with its per-module
-mean_return / normalized / illegal_actions / expert and random returns and seconds, the
-statistics and the targets) and ``results.md`` (the table, also printed): a line per row and
-module (normalized score mean, std with ddof 1, min - max, per seed) and a line per target
-(``BC expert >= 95 per module``, ``MARWIL - BC on mixed >= 10 per module``).
+this process). Every run trains one GNN module per agent kind (``color``, ``pick``; mapped by
+``team_policy_mapping_fn``) in one Ray session, then scores each module with
+``evaluate_multi_agent_module`` on seeded episodes where the env's expert and random policies
+play too (``normalized`` = ``100 * (module - random) / (expert - random)`` per module).
+Written to ``--output``: ``results.json`` (settings, every run, statistics, targets) and
+``results.md`` (the table, also printed; a line per target).
 """
 
 from __future__ import annotations
@@ -81,7 +75,7 @@ class Config:
         default=0.6, metadata=bounded(0.0, 1.0, hint="It is the probability of a random action.")
     )
     """Probability of a uniformly random action in the mixed-quality data."""
-    iterations: int = field(default=30, metadata=bounded(1, hint="Train at least once."))
+    iterations: int = field(default=60, metadata=bounded(1, hint="Train at least once."))
     """algo.train() calls per run."""
     eval_episodes: int = field(
         default=200, metadata=bounded(1, hint="The table is made of evaluation scores.")
@@ -91,6 +85,11 @@ class Config:
     """Seed of the evaluation episodes (not a recording seed)."""
     gamma: float = field(default=0.99, metadata=bounded(0.0, 1.0, hint="It discounts MARWIL's returns."))
     """Discount of the MARWIL rows' advantages."""
+    adv_norm_rate: float = field(
+        default=0.01, metadata=bounded(0.0, 1.0, hint="It is a moving-average rate.")
+    )
+    """MARWIL's moving_average_sqd_adv_norm_update_rate (RLlib's 1e-8 keeps advantages divided
+    by 10: with Team-v0's 0/1 rewards exp(beta * A / 10) ~ 1 and MARWIL is BC)."""
     layers: int = field(default=3, metadata=bounded(1, hint="The GNN needs a layer."))
     """Message-passing layers of each module."""
     hidden: int = field(default=64, metadata=bounded(1, hint="It is the node embedding width."))
@@ -191,7 +190,11 @@ def build_config(row: Row, data: str, seed: int, s: Config) -> Any:
         )
         for kind in MODULES
     }
-    marwil: dict[str, Any] = {"beta": row.beta, "gamma": s.gamma} if row.algo == "marwil" else {}
+    marwil: dict[str, Any] = (
+        {"beta": row.beta, "gamma": s.gamma, "moving_average_sqd_adv_norm_update_rate": s.adv_norm_rate}
+        if row.algo == "marwil"
+        else {}
+    )
     config = (
         (MARWILConfig() if row.algo == "marwil" else BCConfig())
         .environment(observation_space=gym.spaces.Dict(osp), action_space=gym.spaces.Dict(asp))
@@ -312,7 +315,8 @@ def markdown(result: dict[str, Any], rows: list[Row]) -> str:
         for p in ("expert", "random")
     }
     lines.append(
-        f"\nSeeds 0..{s['seeds'] - 1}, {s['iterations']} iterations, gamma {s['gamma']:g} (MARWIL), "
+        f"\nSeeds 0..{s['seeds'] - 1}, {s['iterations']} iterations, gamma {s['gamma']:g} and "
+        f"advantage-norm rate {s['adv_norm_rate']:g} (MARWIL), "
         f"hidden {s['hidden']}, layers {s['layers']}, {s['num_learners']} learners; "
         f"{s['eval_episodes']} evaluation episodes (seed {s['eval_seed']}), expert return "
         f"{mean_base['expert']:.2f}, random {mean_base['random']:.2f} (mean over modules). "
