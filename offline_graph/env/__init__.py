@@ -3,7 +3,8 @@
 Importing this package registers the envs with gymnasium: ``"offline_graph/Graph-v0"``
 (:mod:`~offline_graph.env.graph_env`), ``"offline_graph/NextHop-v0"``
 (:mod:`~offline_graph.env.next_hop`) and ``"offline_graph/GrowTree-v0"``
-(:mod:`~offline_graph.env.grow_tree`).
+(:mod:`~offline_graph.env.grow_tree`) and the memory task ``"offline_graph/Recall-v0"``
+(:mod:`~offline_graph.env.recall`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ __all__ += [
     "grow_tree_expert",
     "next_hop_expert",
 ]
+
+# The memory task: answer at the last step the cue shown at step 0 (offline_graph.env.recall).
+from offline_graph.env.recall import RecallConfig, RecallEnv, recall_expert  # noqa: E402
+
+RECALL_ID = "offline_graph/Recall-v0"
+if RECALL_ID not in gym.registry:
+    gym.register(id=RECALL_ID, entry_point="offline_graph.env.recall:RecallEnv")
+
+__all__ += ["RECALL_ID", "RecallConfig", "RecallEnv", "recall_expert"]
 
 # The multi-agent TeamEnv (an RLlib MultiAgentEnv): registered by a string entry point and
 # exported lazily, so `import offline_graph.env` does not import Ray.
