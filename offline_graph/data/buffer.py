@@ -75,6 +75,27 @@ class TransitionBuffer:
         self._start = 0
         self._pending = []
 
+    @property
+    def rng(self) -> np.random.Generator:
+        """The buffer's sampling generator (also used to draw runs)."""
+        return self._rng
+
+    def all(self) -> Transitions:
+        """Every live transition as one :class:`Transitions`, oldest first (episodes stay
+        contiguous and in step order: chunks hold whole episodes)."""
+        if self._size == 0:
+            raise ConfigError(
+                "TransitionBuffer: buffer must hold transitions before sampling (found 0). "
+                "Every input batch was empty or rejected."
+            )
+        if self._pending:
+            self._consolidate()
+        assert self._data is not None  # noqa: S101 (size > 0)
+        if self._start:
+            self._data = self._data.take(np.arange(self._start, len(self._data)))
+            self._start = 0
+        return self._data
+
     def sample(self, num: int) -> Transitions:
         """``num`` rows drawn uniformly with replacement, in draw order."""
         if self._size == 0:

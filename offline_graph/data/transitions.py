@@ -180,6 +180,41 @@ class Transitions:
             env_t=None if multi is None else np.concatenate([p.env_t for p in parts]),  # type: ignore[misc]
         )
 
+    @classmethod
+    def from_table(cls, table: pa.Table) -> "Transitions":
+        """Converted transition rows (the Arrow layout above, ``eps_id`` and ``t`` required;
+        multi-agent rows add ``agent_id``, ``agent_id_int`` and ``env_t``) -> Transitions.
+        Rows of one episode (and agent) keep their order; an episode's entry is per
+        (episode, agent)."""
+        eids = table.column("eps_id").cast(pa.string()).to_pylist()
+        multi = "agent_id" in table.column_names
+        aids = table.column("agent_id").cast(pa.string()).to_pylist() if multi else [None] * len(eids)
+        keys = list(dict.fromkeys(zip(eids, aids)))
+        index = {k: i for i, k in enumerate(keys)}
+        n = table.num_rows
+
+        def column(name: str, dtype: Any) -> np.ndarray:
+            if name not in table.column_names:
+                return np.zeros(n, dtype=dtype)
+            return table.column(name).to_numpy(zero_copy_only=False).astype(dtype)
+
+        out = cls(
+            obs=table_to_graphs(table),
+            actions=column("actions", np.int64),
+            rewards=column("rewards", np.float32),
+            terminateds=column("terminateds", bool),
+            truncateds=column("truncateds", bool),
+            value_targets=column("value_targets", np.float32),
+            episode_index=np.fromiter((index[k] for k in zip(eids, aids)), np.int32, n),
+            episode_ids=[k[0] for k in keys],
+            t=column("t", np.int64),
+        )
+        if multi:
+            flags = dict(zip(aids, table.column("agent_id_int").to_pylist()))
+            out.agent_ids = [int(a) if flags.get(a) else a for _, a in keys]
+            out.env_t = column("env_t", np.int64)
+        return out
+
     def to_arrow(self, columns: Sequence[str] | None = None) -> pa.Table:
         """The Arrow row layout of the module docstring (optionally only ``columns``; the
         others are not built)."""

@@ -20,6 +20,7 @@ import torch
 from ray.data.collate_fn import ArrowBatchCollateFn
 from ray.rllib.core import DEFAULT_MODULE_ID
 
+from offline_graph.data.sequences import collate_runs, is_run_table
 from offline_graph.data.transitions import table_to_batch
 from offline_graph.rllib.multi_agent import split_module_columns
 
@@ -45,6 +46,8 @@ class GraphCollateFn(ArrowBatchCollateFn):
     def __call__(self, batch: pa.Table) -> Dict[str, torch.Tensor]:  # type: ignore[override]
         per_module = split_module_columns(batch.column_names)
         if not per_module:
+            if is_run_table(batch.column_names):  # memory modules: runs of steps
+                return _flat(self.module_id, collate_runs(batch))
             return _flat(self.module_id, table_to_batch(batch))
         # Multi-agent joint rows (offline_graph.rllib.multi_agent): one PyG batch per module.
         out: Dict[str, torch.Tensor] = {}

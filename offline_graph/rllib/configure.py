@@ -37,6 +37,7 @@ setting and the value it needs.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Any, Literal, TypeVar
@@ -151,6 +152,7 @@ def configure(
         file_errors=dict(scan.examples) if scan is not None else {},
         holdout=float(holdout),
         holdout_seed=int(holdout_seed),
+        **sequence_settings(cfg),
     )
     iter_kwargs = dict(cfg.iter_batches_kwargs)
     iter_kwargs["collate_fn"] = GraphCollateFn()
@@ -216,6 +218,40 @@ def _set_value_head(cfg: Any) -> None:
             sub.model_config.setdefault("value_head", needs)
         return
     set_model_option(cfg, "value_head", needs, keep_user=True)
+
+
+def _model_configs(cfg: Any) -> list[dict]:
+    """Every module's ``model_config`` dict (the spec's, else the config's)."""
+    spec: Any = getattr(cfg, "_rl_module_spec", None)
+    subs = getattr(spec, "rl_module_specs", None)
+    specs = list(subs.values()) if isinstance(subs, dict) else [spec]
+    out = []
+    for sub in specs:
+        mc = getattr(sub, "model_config", None)
+        mc = dataclasses.asdict(mc) if dataclasses.is_dataclass(mc) and not isinstance(mc, type) else mc
+        out.append(dict(mc) if isinstance(mc, dict) else dict(getattr(cfg, "_model_config", {}) or {}))
+    return out
+
+
+def sequence_settings(cfg: Any) -> dict[str, int]:
+    """``seq_length`` / ``seq_context`` of :class:`GraphSettings` from the module's
+    ``frame_stack`` / ``memory`` / ``max_seq_len`` (RLlib's key, default 20) / ``burn_in``
+    (default ``max_seq_len``); zeros for memoryless modules."""
+    configs = [mc for mc in _model_configs(cfg) if int(mc.get("frame_stack") or 1) > 1 or mc.get("memory")]
+    if not configs:
+        return {}
+    if cfg.is_multi_agent:
+        raise ConfigError(
+            "configure: model_config 'frame_stack' / 'memory' must be unset in multi-agent configs "
+            "(found them set). Memory modules train from single-agent data for now."
+        )
+    mc = configs[0]
+    length = int(mc.get("max_seq_len") or 20)
+    if length < 1:
+        raise ConfigError(f"configure: model_config 'max_seq_len' must be >= 1 (found {length}).")
+    k = int(mc.get("frame_stack") or 1)
+    context = k - 1 if k > 1 else int(mc.get("burn_in", length))
+    return {"seq_length": length, "seq_context": max(0, context)}
 
 
 def set_model_option(cfg: Any, key: str, value: Any, *, keep_user: bool) -> None:

@@ -33,7 +33,7 @@ from offline_graph.data.buffer import TransitionBuffer
 from offline_graph.data.errors import ConfigError, SchemaError
 from offline_graph.data.multi_agent import read_agent_episodes, transitions_by_module
 from offline_graph.data.reader import OnError, ReadStats, spec_from_spaces
-from offline_graph.data.transitions import Transitions, table_to_graphs, transition_schema
+from offline_graph.data.transitions import Transitions, transition_schema
 from offline_graph.data.validation import EpisodeSpec
 
 if TYPE_CHECKING:
@@ -218,34 +218,12 @@ def rows_to_transitions(rows: pa.Table, spec: EpisodeSpec, where: str) -> Transi
             ) from None
     if spec.action_level is not None:
         table[f"{spec.action_level}_mask"] = rows.column(f"{spec.action_level}_mask")
-    graphs = table_to_graphs(pa.table(table))
-    eids = rows.column("eps_id").cast(pa.string()).to_pylist()
-    keys = list(dict.fromkeys(zip(eids, rows.column("agent_id").cast(pa.string()).to_pylist())))
-    index = {k: i for i, k in enumerate(keys)}
-    episode_index = np.fromiter(
-        (index[k] for k in zip(eids, rows.column("agent_id").cast(pa.string()).to_pylist())),
-        np.int32,
-        len(eids),
-    )
-    return Transitions(
-        obs=graphs,
-        actions=rows.column("actions").to_numpy().astype(np.int64),
-        rewards=_column(rows, "rewards", np.float32),
-        terminateds=_column(rows, "terminateds", bool),
-        truncateds=_column(rows, "truncateds", bool),
-        value_targets=rows.column("value_targets").to_numpy().astype(np.float32),
-        episode_index=episode_index,
-        episode_ids=[k[0] for k in keys],
-        t=rows.column("t").to_numpy().astype(np.int64),
-        agent_ids=[k[1] for k in keys],
-        env_t=rows.column("env_t").to_numpy().astype(np.int64),
-    )
-
-
-def _column(rows: pa.Table, name: str, dtype: Any) -> np.ndarray:
-    if name in rows.column_names:
-        return rows.column(name).to_numpy(zero_copy_only=False).astype(dtype)
-    return np.zeros(rows.num_rows, dtype=dtype)
+    for name in ("rewards", "terminateds", "truncateds", "value_targets", "eps_id", "t", "agent_id"):
+        if name in rows.column_names:
+            table[name] = rows.column(name)
+    table["agent_id_int"] = rows.column("agent_id_int")
+    table["env_t"] = rows.column("env_t")
+    return Transitions.from_table(pa.table(table))
 
 
 def split_module_columns(names: Sequence[str]) -> dict[str, dict[str, str]]:

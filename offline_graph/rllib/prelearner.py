@@ -31,6 +31,7 @@ from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 from offline_graph.data.errors import ConfigError
 from offline_graph.jobs import accounting
 from offline_graph.data.buffer import TransitionBuffer
+from offline_graph.data.sequences import runs_to_arrow, sample_runs
 from offline_graph.data.holdout import drop_held_out, split_rows
 from offline_graph.data.storage import uri_names
 from offline_graph.data.reader import (
@@ -153,6 +154,10 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             table = batch if isinstance(batch, pa.Table) else pa.table(batch)
             if self.settings.holdout > 0.0:
                 table = self._drop_held_out_rows(table)
+            if self.settings.seq_length:  # memory modules: runs need the episodes' steps
+                part = Transitions.from_table(table)
+                self.buffer.add(part)
+                return self._sample_runs(len(part))
             table = table.select([c for c in table.column_names if c not in BOOKKEEPING_COLUMNS])
             if self._has_user_pieces:
                 return self._run_pipeline(table_transitions=table)
@@ -182,8 +187,11 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             self.buffer.add(part)
         if len(self.buffer) == 0:
             # Every row of this batch was rejected (skip mode) and nothing is buffered yet.
-            return _empty_table(self.spec)
-        num_batches = max(1, int(round(sum(len(p) for p in parts) / self.batch_size)))
+            return _empty_table(self.spec, runs=bool(self.settings.seq_length))
+        new = sum(len(p) for p in parts)
+        if self.settings.seq_length:
+            return self._sample_runs(new)
+        num_batches = max(1, int(round(new / self.batch_size)))
         sample = self.buffer.sample(num_batches * self.batch_size)
         if self._has_user_pieces:
             return self._run_pipeline(transitions=sample)
@@ -222,6 +230,17 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         self.router.add(grouped)
         return self.router.sample_table(sum(len(t) for t in grouped.values()), self.batch_size)
 
+    def _sample_runs(self, new: int) -> pa.Table:
+        """Memory modules: ``k * B`` run rows (one run of up to ``seq_length`` trained steps
+        plus its context per row, :mod:`offline_graph.data.sequences`), ``k`` so that an epoch
+        is about one pass over the data."""
+        length, context = self.settings.seq_length, self.settings.seq_context
+        data = self.buffer.all()
+        per_run = min(length, max(1.0, len(data) / max(1, len(set(data.episode_index.tolist())))))
+        num = max(1, int(round(new / (self.batch_size * per_run)))) * self.batch_size
+        ctx0, start, stop = sample_runs(data, self.buffer.rng, num, length, context)
+        return runs_to_arrow(data, ctx0, start, stop)
+
     def _drop_held_out_rows(self, table: pa.Table) -> pa.Table:
         """Converted rows without the held-out episodes' rows, accounted like episode input."""
         kept, call_stats, _ = split_rows(table, self.settings.holdout, self.settings.holdout_seed)
@@ -259,8 +278,11 @@ def _keep_columns(sample: Transitions) -> list[str]:
     return cols
 
 
-def _empty_table(spec: EpisodeSpec) -> pa.Table:
-    """Zero transition rows with the columns a non-empty call emits."""
+def _empty_table(spec: EpisodeSpec, runs: bool = False) -> pa.Table:
+    """Zero transition (or run) rows with the columns a non-empty call emits."""
     schema = transition_schema(spec)
     keep = {"actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets"}
-    return schema.empty_table().select([n for n in schema.names if n in keep])
+    fields = [f for f in schema if f.name in keep]
+    if runs:  # offline_graph.data.sequences' run rows: every column one level deeper
+        fields = [pa.field(f.name, pa.list_(f.type)) for f in fields] + [pa.field("context", pa.int32())]
+    return pa.schema(fields).empty_table()

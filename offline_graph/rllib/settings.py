@@ -38,6 +38,11 @@ class GraphSettings:
     and ``holdout_seed``, :mod:`offline_graph.data.holdout`), counted as held out."""
     holdout_seed: int = 0
     """Seed of the held-out split (the same seed and fraction hold out the same episodes)."""
+    seq_length: int = 0
+    """Memory modules (``frame_stack > 1`` or ``memory``): trained steps per run
+    (``max_seq_len``); 0: single transitions (:mod:`offline_graph.data.sequences`)."""
+    seq_context: int = 0
+    """Memory modules: steps before a run it may see (``frame_stack - 1``, or the burn-in)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as a plain dict (stored in ``learner_config_dict``)."""
