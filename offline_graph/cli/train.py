@@ -114,6 +114,14 @@ class Config:
     gin)."""
     bag_of_nodes: bool = False
     """Ignore edges (per-node layers + pooling): the structure-blind baseline."""
+    frame_stack: int = field(default=1, metadata=bounded(1, hint="1 is one graph per decision."))
+    """Stacked frames: the policy at step t sees the graphs of steps t-K+1..t."""
+    memory: Literal["gru", "node_gru"] | None = None
+    """Recurrent memory: gru (a per-graph state) or node_gru (a per-node state; nodes keep
+    their index within an episode)."""
+    max_seq_len: int = field(default=20, metadata=bounded(1, hint="It is a number of steps."))
+    """With --frame-stack / --memory: trained steps per run; --batch-size then counts runs
+    of up to this many steps."""
     seed: int = 0
     """Training seed (RLlib's torch seeds and the prelearner's batch sampling)."""
     on_error: OnError = "raise"

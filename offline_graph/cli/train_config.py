@@ -37,6 +37,8 @@ def build_config(cfg: Config, kind: str, observation_space: Any, action_space: A
     }
     if cfg.conv is not None:
         model_config["conv"] = cfg.conv
+    if cfg.frame_stack > 1 or cfg.memory:
+        model_config.update(frame_stack=cfg.frame_stack, memory=cfg.memory, max_seq_len=cfg.max_seq_len)
     config = BCConfig() if cfg.algo == "bc" else MARWILConfig()
     training: dict[str, Any] = {"train_batch_size_per_learner": cfg.batch_size, "lr": cfg.lr}
     if cfg.algo == "marwil":
