@@ -46,6 +46,7 @@ from offline_graph.jobs.recording import (
     policy_for,
 )
 from offline_graph.data.spaces import selection_level
+from offline_graph.rllib.stepwise import StepStates, is_stateful, stateful_greedy_actions
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -291,10 +292,14 @@ def _evaluate_module(
     # slot -> (episode index, current observation dict) of the episode running in envs[slot]
     running: dict[int, tuple[int, GraphDict]] = {}
 
+    states = StepStates(module) if is_stateful(module) else None  # memory: one state per episode
+
     def start(slot: int) -> None:
         nonlocal next_episode
         if next_episode >= int(episodes):
             return
+        if states is not None:
+            states.reset(slot)
         env_seed, _ = episode_seeds(int(seed), next_episode)
         obs, info = envs[slot].reset(seed=env_seed)
         running[slot] = (next_episode, observe(obs, info, edge_dim, key))
@@ -304,7 +309,11 @@ def _evaluate_module(
         start(slot)
     while running:
         slots = sorted(running)
-        actions = greedy_actions(module, [running[s][1] for s in slots], edge_dim)
+        step_obs = [running[s][1] for s in slots]
+        if states is None:
+            actions = greedy_actions(module, step_obs, edge_dim)
+        else:
+            actions = stateful_greedy_actions(module, step_obs, edge_dim, states, slots)
         for slot, action in zip(slots, actions):
             ep, current = running.pop(slot)
             obs, reward, terminated, truncated, info = envs[slot].step(int(action))

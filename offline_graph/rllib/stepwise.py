@@ -1,0 +1,99 @@
+"""Step-by-step greedy acting for modules with memory, through RLlib's stateful-module API.
+
+A module with ``frame_stack > 1`` or ``memory`` (``module.is_stateful()``) keeps a state per
+episode: ``get_initial_state()`` at the episode's start, then each step's
+``forward_inference({OBS: ..., STATE_IN: ...})`` returns ``STATE_OUT``, the next step's
+``STATE_IN``. Frame stacks and graph GRU states have a fixed shape per episode and are stacked
+``[B, ...]``; a ``node_gru`` state is ragged (``[N, H]``, one row per node of the episode's
+last graph): it is carried into the next step when that graph has the same node count (nodes
+keep their index) and rebuilt from zeros otherwise, and the batch's states are concatenated
+in the node layout of the current step (``[sumN, H]``), never padded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from offline_graph.data.graph import GraphDict
+
+NODE_STATE = "node_h"
+
+
+def is_stateful(module: Any) -> bool:
+    """True for modules that keep a state between steps (RLlib's ``is_stateful``)."""
+    check = getattr(module, "is_stateful", None)
+    return bool(check()) if callable(check) else False
+
+
+class StepStates:
+    """Per-slot (one running episode per slot) states of a stateful module."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.states: dict[int, dict[str, Any]] = {}
+
+    def reset(self, slot: int) -> None:
+        """A new episode in ``slot``: RLlib's initial state."""
+        self.states[slot] = {k: v.detach().cpu() for k, v in self.module.get_initial_state().items()}
+
+    def batch(self, slots: Sequence[int], observations: Sequence[GraphDict], device: Any) -> dict[str, Any]:
+        """``STATE_IN`` for the current step of ``slots`` (in this order)."""
+        import torch
+
+        out: dict[str, Any] = {}
+        keys = self.states[slots[0]].keys()
+        for key in keys:
+            if key == NODE_STATE:
+                parts = []
+                for slot, obs in zip(slots, observations):
+                    prev = self.states[slot][key]
+                    n = int(np.shape(obs["x"])[0])
+                    parts.append(
+                        prev if prev.shape[0] == n else torch.zeros((n, prev.shape[1]), dtype=prev.dtype)
+                    )
+                out[key] = torch.cat(parts).to(device)
+            else:
+                out[key] = torch.stack([self.states[s][key] for s in slots]).to(device)
+        return out
+
+    def update(
+        self, slots: Sequence[int], observations: Sequence[GraphDict], state_out: dict[str, Any]
+    ) -> None:
+        """Keep each slot's ``STATE_OUT`` for its next step."""
+        counts = [int(np.shape(obs["x"])[0]) for obs in observations]
+        for key, value in state_out.items():
+            value = value.detach().cpu()
+            if key == NODE_STATE:
+                pieces = list(value.split(counts))
+            else:
+                pieces = list(value)
+            for slot, piece in zip(slots, pieces):
+                self.states[slot][key] = piece
+
+
+def stateful_greedy_actions(
+    module: Any,
+    observations: Sequence[GraphDict],
+    edge_dim: int | None,
+    states: StepStates,
+    slots: Sequence[int],
+) -> np.ndarray:
+    """Greedy actions for one step of ``slots``' episodes, threading their states."""
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    from offline_graph.data.spaces import selection_level
+    from offline_graph.rllib.evaluation import module_device, obs_batch
+
+    level = selection_level(getattr(module, "action_space", None))
+    with torch.no_grad():
+        device = module_device(module)
+        batch = obs_batch(observations, edge_dim, device, level)
+        batch[Columns.STATE_IN] = states.batch(slots, observations, device)
+        out = module.forward_inference(batch)
+        logits = out[Columns.ACTION_DIST_INPUTS]
+        actions = module.get_inference_action_dist_cls().from_logits(logits).to_deterministic().sample()
+        states.update(slots, observations, out[Columns.STATE_OUT])
+    return actions.cpu().numpy().astype(np.int64)
