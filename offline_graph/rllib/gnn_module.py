@@ -24,6 +24,7 @@ from torch import nn
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import space_sizes
 from offline_graph.rllib.gnn_layers import POOLS, GraphEncoder, GraphEncoding, mlp
+from offline_graph.rllib.memory import MEMORY_KINDS, build_temporal, is_run_layout
 from offline_graph.rllib.settings import CONVS
 from offline_graph.rllib.selection import SelectionHead, TorchChoiceCategorical
 from offline_graph.data.spaces import selection_level
@@ -46,11 +47,27 @@ def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[
         "head_hidden": mc.get("head_hidden", 64),
         "value_head": bool(mc.get("value_head", float(mc.get("beta") or 0.0) > 0.0)),
         "bag_of_nodes": bag,
+        "frame_stack": mc.get("frame_stack", 1),
+        "memory": mc.get("memory"),
     }
-    for key, lowest in (("hidden", 1), ("layers", 0), ("head_hidden", 1)):
+    ints = [("hidden", 1), ("layers", 0), ("head_hidden", 1), ("frame_stack", 1)]
+    if mc.get("max_seq_len") is not None:  # RLlib's key; the data path cuts runs with it
+        cfg["max_seq_len"] = mc["max_seq_len"]
+        ints.append(("max_seq_len", 1))
+    for key, lowest in ints:
         val = cfg[key]
         if isinstance(val, bool) or not isinstance(val, int) or val < lowest:
             raise ConfigError(f"{_WHERE}: {key!r} must be an int >= {lowest} (found {val!r}).")
+    if cfg["memory"] not in MEMORY_KINDS:
+        raise ConfigError(
+            f"{_WHERE}: 'memory' must be one of {MEMORY_KINDS} (found {cfg['memory']!r}). "
+            "'gru' keeps a state per graph, 'node_gru' one per node."
+        )
+    if cfg["memory"] is not None and cfg["frame_stack"] > 1:
+        raise ConfigError(
+            f"{_WHERE}: 'frame_stack' must be 1 when 'memory' is set (found "
+            f"frame_stack={cfg['frame_stack']}, memory={cfg['memory']!r}). Use one kind of memory."
+        )
     if cfg["conv"] not in CONVS:
         raise ConfigError(f"{_WHERE}: 'conv' must be one of {CONVS} (found {cfg['conv']!r}).")
     if cfg["pool"] not in POOLS:
@@ -76,22 +93,28 @@ class GraphLogitsHead(nn.Module):
 
 
 def build_policy_head(
-    action_space: gym.Space, encoder: GraphEncoder, head_hidden: int, edge_dim: int | None = None
+    action_space: gym.Space,
+    encoder: GraphEncoder,
+    head_hidden: int,
+    edge_dim: int | None = None,
+    graph_dim: int | None = None,
 ) -> nn.Module:
     """Policy head for ``action_space``; every head maps ``(GraphEncoding, obs)`` to
     ``ACTION_DIST_INPUTS``: ``Discrete(k)`` -> logits [B, k]; ``NodeAction`` / ``EdgeAction``
     -> masked log-probabilities [B, M] (:class:`~offline_graph.rllib.selection.SelectionHead`).
+    ``graph_dim``: width of the graph embedding the head reads (default ``encoder.out_dim``).
     """
     level = selection_level(action_space)
+    graph_dim = encoder.out_dim if graph_dim is None else graph_dim
     if level is not None:
-        return SelectionHead(level, encoder.hidden, encoder.out_dim, edge_dim, head_hidden)
+        return SelectionHead(level, encoder.hidden, graph_dim, edge_dim, head_hidden)
     if isinstance(action_space, gym.spaces.Discrete):
         if int(action_space.start) != 0:
             raise ConfigError(
                 f"GNNModule action_space: Discrete start must be 0 (found "
                 f"start={int(action_space.start)}). RLlib's Categorical samples 0..k-1."
             )
-        return GraphLogitsHead(encoder.out_dim, head_hidden, int(action_space.n))
+        return GraphLogitsHead(graph_dim, head_hidden, int(action_space.n))
     raise ConfigError(
         f"GNNModule action_space: action space must be gymnasium.spaces.Discrete, "
         f"offline_graph.NodeAction or offline_graph.EdgeAction (found {action_space!r})."
@@ -137,6 +160,40 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     probability 0) and the action distribution is
     :class:`~offline_graph.rllib.selection.TorchChoiceCategorical` for training, inference
     and exploration. Actions are local indices ``0..N_b-1`` (``0..E_b-1``).
+
+    Memory over time (:mod:`offline_graph.rllib.memory`; keys ``frame_stack`` (int >= 1,
+    default 1), ``memory`` (None, "gru", "node_gru"; not with ``frame_stack > 1``) and RLlib's
+    ``max_seq_len`` (int >= 1, only validated here; the data path cuts runs with it)). A
+    temporal layer sits between the encoder and the heads:
+
+    - ``frame_stack = k``: the graph embedding is a learned combination (frame-position
+      embedding, masked mean + masked max over the frames that exist, Linear 2E -> E) of the
+      embeddings of this step's graph and the ``k - 1`` before it in its episode; node
+      embeddings stay the current graph's.
+    - ``memory="gru"``: graph state ``s = GRUCell(g, s_prev)`` of width E; heads read
+      ``[g, s]`` (width 2E; so does the value head and ``EMBEDDINGS``).
+    - ``memory="node_gru"``: node state ``n_v = GRUCell(h_v, n_prev(v))`` of width H; heads
+      read ``n`` as node embeddings and the encoder's pooling over ``n`` as graph embedding.
+
+    Training layout (``obs`` holds ``target``, from ``offline_graph.data.sequences``): G graphs
+    (whole runs: context + trained steps) with ``prev [G]``, ``seq_pos [G]``, ``node_prev
+    [sumN]`` linking them over time and ``target [B]``; every head runs over all G graphs and
+    the rows ``target`` are returned: ``ACTION_DIST_INPUTS [B, ...]``, ``EMBEDDINGS [B, E']``,
+    ``compute_values [B]`` (also from those embeddings, as MARWIL calls it). Without
+    ``target``, every graph is a target.
+
+    Step layout (inference; no ``prev`` / ``target``): one graph per episode, RLlib's stateful
+    API. ``get_initial_state()`` (no batch dim): frame_stack ``{"frames": zeros [k-1, E],
+    "valid": zeros [k-1]}``; gru ``{"h": zeros [E]}``; node_gru ``{"node_h": zeros [0, H]}``
+    (0 rows = no previous state). ``batch[STATE_IN]`` holds them batched (``[B, k-1, E]``,
+    ``[B, k-1]``; ``[B, E]``) except ``node_h``, which is ragged and given as ``[sumN, H]``
+    already aligned to THIS batch's nodes by the caller (zeros for nodes without a previous
+    state; 0 rows = zeros everywhere). Every forward returns ``STATE_OUT`` in the same layout
+    (frames: this step's embedding shifted in, most recent first; ``node_h`` ``[sumN, H]`` in
+    this step's node layout). When a graph's node count N changes within an episode, node_gru
+    has no node correspondence: the caller gives zeros for that graph's nodes, so its state
+    is rebuilt from zeros for that step's nodes (as ``node_prev = -1`` does in training). No
+    ``STATE_IN`` = initial states. ``is_stateful()`` is True only with memory / frame stack.
     """
 
     def setup(self) -> None:
@@ -158,20 +215,45 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             edge_dim,
             bag_of_nodes=cfg["bag_of_nodes"],
         )
-        self._pi_head = build_policy_head(self.action_space, self._encoder, cfg["head_hidden"], edge_dim)
+        self._memory = build_temporal(cfg, self._encoder.hidden, self._encoder.out_dim)
+        graph_dim = self._encoder.out_dim if self._memory is None else self._memory.out_dim
+        self._pi_head = build_policy_head(
+            self.action_space, self._encoder, cfg["head_hidden"], edge_dim, graph_dim=graph_dim
+        )
         # On inference-only copies (EnvRunners) TorchRLModule deletes it again after setup().
-        self._vf_head = mlp(self._encoder.out_dim, cfg["head_hidden"], 1) if cfg["value_head"] else None
+        self._vf_head = mlp(graph_dim, cfg["head_hidden"], 1) if cfg["value_head"] else None
+
+    def get_initial_state(self) -> dict[str, torch.Tensor]:
+        """Per-episode initial state (no batch dim); ``{}`` without memory / frame stack."""
+        return {} if self._memory is None else self._memory.initial_state()
 
     def encode(self, batch: dict[str, Any]) -> GraphEncoding:
-        """Run the graph encoder on ``batch[Columns.OBS]``."""
-        return self._encoder(batch[Columns.OBS])
+        """Encoder + temporal layer over all G graphs of ``batch[Columns.OBS]``."""
+        return self._encode_with_state(batch)[0]
+
+    def _encode_with_state(self, batch: dict[str, Any]) -> tuple[GraphEncoding, dict[str, Any] | None]:
+        obs = batch[Columns.OBS]
+        enc = self._encoder(obs)
+        if self._memory is None:
+            return enc, None
+        if is_run_layout(obs):
+            return self._memory.forward_runs(enc, obs), None
+        return self._memory.forward_step(enc, batch.get(Columns.STATE_IN) or None)
+
+    @staticmethod
+    def _targets(batch: dict[str, Any], rows: torch.Tensor) -> torch.Tensor:
+        target = batch[Columns.OBS].get("target")
+        return rows if target is None else rows[torch.as_tensor(target, device=rows.device).long()]
 
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        enc = self.encode(batch)
-        return {
-            Columns.ACTION_DIST_INPUTS: self._pi_head(enc, batch[Columns.OBS]),
-            Columns.EMBEDDINGS: enc.graphs,
+        enc, state_out = self._encode_with_state(batch)
+        out: dict[str, Any] = {
+            Columns.ACTION_DIST_INPUTS: self._targets(batch, self._pi_head(enc, batch[Columns.OBS])),
+            Columns.EMBEDDINGS: self._targets(batch, enc.graphs),
         }
+        if state_out is not None:
+            out[Columns.STATE_OUT] = state_out
+        return out
 
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         out = super()._forward_inference(batch, **kwargs)  # no_grad + _forward
@@ -184,7 +266,7 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         return out
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any | None = None) -> torch.Tensor:
-        """Values [B]; reuses ``embeddings`` (graph embeddings from ``_forward``) when given."""
+        """Values [B] (target rows); reuses ``embeddings`` (``EMBEDDINGS`` of ``_forward``)."""
         vf_head = getattr(self, "_vf_head", None)
         if vf_head is None:
             why = "inference_only=True" if self.inference_only else "value_head=False"
@@ -194,7 +276,7 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
                 "does not put MARWIL's beta into model_config by itself."
             )
         if embeddings is None:
-            embeddings = self.encode(batch).graphs
+            embeddings = self._targets(batch, self.encode(batch).graphs)
         return vf_head(embeddings).squeeze(-1)
 
     def _choice_dist_cls(self) -> Any:
