@@ -196,7 +196,7 @@ def test_evaluate_module_and_policy_dispatch():
 
 
 def test_team_env_with_gnn_modules(tmp_path, capsys):
-    team = pytest.importorskip("offline_graph.env.team")
+    import offline_graph.env.team as team
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from offline_graph.cli import evaluate as evaluate_cli

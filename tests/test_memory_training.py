@@ -42,7 +42,9 @@ def _config(data: str, model_config: dict, algo=BCConfig, learners: int = 0, bat
         .offline_data(input_=[data], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner)
         .training(train_batch_size_per_learner=batch)
         .learners(num_learners=learners)
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=offline_graph.GNNModule, model_config=model_config))
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=offline_graph.GNNModule, model_config=model_config)
+        )
     )
     return offline_graph.configure(config)
 
@@ -76,7 +78,9 @@ def test_frame_stack_rows_are_runs_within_episodes(ray_session, recall_data) -> 
         ({"frame_stack": 3, "max_seq_len": 4}, MARWILConfig, 0),
     ],
 )
-def test_memory_modules_train_and_act_step_by_step(ray_session, recall_data, model_config, algo, learners) -> None:
+def test_memory_modules_train_and_act_step_by_step(
+    ray_session, recall_data, model_config, algo, learners
+) -> None:
     config = _config(recall_data, model_config, algo=algo, learners=learners)  # MARWIL: beta 1.0
     algo_obj = config.build_algo()
     try:
