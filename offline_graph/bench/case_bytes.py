@@ -1,6 +1,8 @@
 """Bench case ``bytes``: bytes per transition at each stage, ours vs the padded stock path.
 
-Also the byte accounting helpers: :func:`tensor_bytes`, :func:`learner_batch_breakdown` (the
+Also the learner-batch bytes per trained transition of modules with memory (stacked frames
+k = 1, 4, 8 and GRU burn-in, :mod:`offline_graph.bench.case_frames`), and the byte
+accounting helpers: :func:`tensor_bytes`, :func:`learner_batch_breakdown` (the
 ``GraphCollateFn`` batch split into real payload, ``batch`` + ``ptr`` and per-row scalars) and
 :func:`table_payload`.
 """
@@ -12,6 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from offline_graph.bench.case_frames import case_frames
 from offline_graph.bench.data import dir_bytes, read_items
 from offline_graph.bench.harness import BenchContext, Row, item_batch, learner_rows
 from offline_graph.bench.stock_data import padded_spaces, repeated_worst_case_bytes
@@ -169,4 +172,5 @@ def case_bytes(ctx: BenchContext) -> list[Row]:
             f"x/edge_index/edge_attr {lb['payload'] / table.num_rows / flight_real:.4f}x real",
         ),
         selection,
+        *case_frames(ctx),
     ]
