@@ -34,12 +34,14 @@ def recall_data(tmp_path_factory) -> str:
     return out
 
 
-def _config(data: str, model_config: dict, algo=BCConfig, learners: int = 0, batch: int = 8):
+def _config(
+    data: str, model_config: dict, algo=BCConfig, learners: int = 0, batch: int = 8, episodes: bool = True
+):
     env = RecallEnv()
     config = (
         algo()
         .environment(observation_space=env.observation_space, action_space=env.action_space)
-        .offline_data(input_=[data], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner)
+        .offline_data(input_=[data], input_read_episodes=episodes, prelearner_class=GraphOfflinePreLearner)
         .training(train_batch_size_per_learner=batch)
         .learners(num_learners=learners)
         .rl_module(
@@ -93,3 +95,28 @@ def test_memory_modules_train_and_act_step_by_step(
         assert set(res["returns"]) <= {0.0, 1.0}  # Recall-v0 pays 1 or 0 per episode
     finally:
         algo_obj.stop()
+
+
+def test_converted_rows_give_the_same_runs(ray_session, recall_data, tmp_path) -> None:
+    """No re-recording: converted rows (eps_id, t) rebuild the episodes' runs."""
+    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.jobs.convert import ConvertConfig, convert
+
+    env = RecallEnv()
+    out = str(tmp_path / "rows")
+    convert(
+        ConvertConfig(
+            input=recall_data, output=out, spec=spec_from_spaces(env.observation_space, env.action_space)
+        )
+    )
+    rows = pq.read_table(out)
+    config = _config(out, {"memory": "gru", "max_seq_len": 3, "burn_in": 2}, episodes=False)
+    pre = GraphOfflinePreLearner(config=config)
+    table = pre(rows)
+    steps = [len(a) for a in table.column("actions").to_pylist()]
+    context = table.column("context").to_pylist()
+    assert all(1 <= s - c <= 3 and 0 <= c <= 2 for s, c in zip(steps, context))
+    # Recall-v0 episodes have 3..6 steps: a chunk after the first (t >= 3) has burn-in context
+    assert any(c > 0 for c in context) and any(c == 0 for c in context)
+    batch = GraphCollateFn()(table)
+    assert batch["default_policy/actions"].shape[0] == sum(s - c for s, c in zip(steps, context))
