@@ -40,8 +40,8 @@ import msgpack
 import numpy as np
 
 from offline_graph.data.codec import MULTI_AGENT_FORMAT, RawEpisode, _decode_hook, raw_from_state
-from offline_graph.data.errors import REASON_SUFFIX, DecodeError, OfflineGraphError, where
-from offline_graph.data.reader import OnError, ReadStats, _digest, locate_row
+from offline_graph.data.errors import ConfigError, DecodeError, OfflineGraphError, where
+from offline_graph.data.reader import OnError, ReadStats, _digest, reject
 from offline_graph.data.transitions import Transitions
 from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
 
@@ -194,16 +194,10 @@ def read_agent_episodes(
                     reason="duplicate_id",
                 )
             parts = _validate_agents(ma, route, path, stats)
+        except ConfigError:
+            raise  # a mapping to an unknown module is the config's problem, not the row's
         except OfflineGraphError as err:
-            reason = err.reason or "decode"
-            if on_error == "raise":
-                row = locate_row(path, item, last=reason == "duplicate_id")
-                msg = str(err)
-                if row is not None and path is not None:
-                    msg = msg.replace(f"file {path}", f"file {path}, row {row}", 1)
-                raise type(err)(msg + REASON_SUFFIX.format(reason), reason=reason) from err
-            stats.rejected[reason] += 1
-            stats.examples.setdefault(reason, str(err))
+            reject(err, item, path, on_error, stats)
             continue
         seen[ma.id] = digest
         in_call.add(ma.id)

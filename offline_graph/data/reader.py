@@ -156,16 +156,7 @@ def read_episodes(
                 )
                 raise err
         except OfflineGraphError as err:
-            reason = err.reason or "decode"
-            if on_error == "raise":
-                row = locate_row(path, item, last=reason == "duplicate_id")
-                msg = str(err)
-                if row is not None and path is not None:
-                    msg = msg.replace(f"file {path}", f"file {path}, row {row}", 1)
-                msg += REASON_SUFFIX.format(reason)
-                raise type(err)(msg, reason=reason) from err
-            stats.rejected[reason] += 1
-            stats.examples.setdefault(reason, str(err))
+            reject(err, item, path, on_error, stats)
             continue
         seen[ep.id] = digest
         in_call.add(ep.id)
@@ -173,6 +164,19 @@ def read_episodes(
         stats.transitions_used += len(ep)
         out.append(ep)
     return out
+
+
+def reject(err: OfflineGraphError, item: Any, path: str | None, on_error: OnError, stats: ReadStats) -> None:
+    """A bad row: re-raise ``err`` naming the row and its reason (raise mode), or count it."""
+    reason = err.reason or "decode"
+    if on_error == "raise":
+        row = locate_row(path, item, last=reason == "duplicate_id")
+        msg = str(err)
+        if row is not None and path is not None:
+            msg = msg.replace(f"file {path}", f"file {path}, row {row}", 1)
+        raise type(err)(msg + REASON_SUFFIX.format(reason), reason=reason) from err
+    stats.rejected[reason] += 1
+    stats.examples.setdefault(reason, str(err))
 
 
 FAST_CHUNK = 16

@@ -177,12 +177,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         )
         if self.settings.holdout > 0.0:
             parts = drop_held_out(parts, self.settings.holdout, self.settings.holdout_seed, call_stats)
-        log_rejections(call_stats, "GraphOfflinePreLearner")
-        self.stats.merge(call_stats)
-        if self.settings.stats_name and ray.is_initialized():
-            if self._collector is None:
-                self._collector = accounting.get_collector()
-            accounting.report(self._collector, self.settings.stats_name, items, paths, call_stats)
+        self._account(call_stats, items, paths)
         for part in parts:
             self.buffer.add(part)
         if len(self.buffer) == 0:
@@ -196,6 +191,15 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         if self._has_user_pieces:
             return self._run_pipeline(transitions=sample)
         return sample.to_arrow(columns=_keep_columns(sample))
+
+    def _account(self, call_stats: ReadStats, items: Any, paths: Any) -> None:
+        """Log this call's rejections, add its counts, and report them to the run's collector."""
+        log_rejections(call_stats, "GraphOfflinePreLearner")
+        self.stats.merge(call_stats)
+        if self.settings.stats_name and ray.is_initialized():
+            if self._collector is None:
+                self._collector = accounting.get_collector()
+            accounting.report(self._collector, self.settings.stats_name, items, paths, call_stats)
 
     def _call_multi_agent(self, batch: Any) -> pa.Table:
         """Episode rows (or converted multi-agent rows) -> joint per-module rows
@@ -221,12 +225,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             seen_ids=self._seen_ids,
             stats=call_stats,
         )
-        log_rejections(call_stats, "GraphOfflinePreLearner")
-        self.stats.merge(call_stats)
-        if self.settings.stats_name and ray.is_initialized():
-            if self._collector is None:
-                self._collector = accounting.get_collector()
-            accounting.report(self._collector, self.settings.stats_name, items, paths, call_stats)
+        self._account(call_stats, items, paths)
         self.router.add(grouped)
         return self.router.sample_table(sum(len(t) for t in grouped.values()), self.batch_size)
 
