@@ -9,7 +9,7 @@ Rows (each trained with ``--seeds`` seeds ``0..S-1``; see :data:`ROWS`): ``bc-ex
 the expert data), ``bc-mixed`` (BC on the mixed-quality data) and ``marwil-mixed`` (MARWIL
 beta=1, ``--gamma``, on the mixed-quality data). Both data sets are recorded first into
 ``<output>/data`` from ``offline_graph/Team-v0`` (``offline-graph record --policy expert
---episodes 1000 --seed 0`` and ``--policy mixed --epsilon 0.6 --episodes 2000 --seed 1``, in
+--episodes 2000 --seed 0`` and ``--policy mixed --epsilon 0.6 --episodes 2000 --seed 1``, in
 this process). Every run trains one GNN module per agent kind (``color``, ``pick``; mapped by
 ``team_policy_mapping_fn``) in one Ray session, then scores each module with
 ``evaluate_multi_agent_module`` on seeded episodes where the env's expert and random policies
@@ -67,7 +67,7 @@ class Config:
         default_factory=lambda: [r.key for r in ROWS], metadata=arg(choices=[r.key for r in ROWS])
     )
     """Rows to run (keys of the table)."""
-    expert_episodes: int = field(default=1000, metadata=bounded(1, hint="Record at least one episode."))
+    expert_episodes: int = field(default=2000, metadata=bounded(1, hint="Record at least one episode."))
     """Episodes of the expert data (recording seed 0)."""
     mixed_episodes: int = field(default=2000, metadata=bounded(1, hint="Record at least one episode."))
     """Episodes of the mixed-quality data (recording seed 1)."""
@@ -75,7 +75,7 @@ class Config:
         default=0.6, metadata=bounded(0.0, 1.0, hint="It is the probability of a random action.")
     )
     """Probability of a uniformly random action in the mixed-quality data."""
-    iterations: int = field(default=60, metadata=bounded(1, hint="Train at least once."))
+    iterations: int = field(default=100, metadata=bounded(1, hint="Train at least once."))
     """algo.train() calls per run."""
     eval_episodes: int = field(
         default=200, metadata=bounded(1, hint="The table is made of evaluation scores.")
