@@ -270,3 +270,26 @@ def test_converted_rows_train_with_the_mapping_applied_at_read_time(ray_session,
         assert np.isfinite(float(result["learners"]["num"]["policy_loss"]))
     finally:
         algo.stop()
+
+
+def test_multi_agent_config_with_env_evaluation_is_refused(ray_session, data_dir) -> None:
+    spec = MultiRLModuleSpec(
+        rl_module_specs={
+            m: RLModuleSpec(
+                module_class=offline_graph.GNNModule, observation_space=OBS[a], action_space=ACT[a]
+            )
+            for m, a in (("letters", "a"), ("num", 7))
+        }
+    )
+    config = (
+        BCConfig()
+        .environment("offline_graph/Team-v0")
+        .multi_agent(policies={"letters", "num"}, policy_mapping_fn=kind)
+        .rl_module(rl_module_spec=spec)
+        .offline_data(input_=[data_dir], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner)
+        .evaluation(evaluation_interval=1)
+    )
+    with pytest.raises(
+        ConfigError, match=r"evaluation_interval=...\) must be None for multi-agent configs \(found 1\)"
+    ):
+        offline_graph.configure(config)

@@ -75,7 +75,15 @@ def configure(
     """
     cfg: Any = config
     algo_class = graph_algo_class(cfg.algo_class)
-    configure_env(cfg)  # with an env: its spaces, GraphEnvRunner, eval settings (rllib/env_setup.py)
+    if not cfg.is_multi_agent:
+        configure_env(cfg)  # with an env: its spaces, GraphEnvRunner, eval settings (rllib/env_setup.py)
+    elif cfg.env and cfg.evaluation_interval:
+        raise ConfigError(
+            "configure: evaluation(evaluation_interval=...) must be None for multi-agent configs "
+            f"(found {cfg.evaluation_interval}). Our EnvRunners evaluate single-agent Graph envs; "
+            "evaluate multi-agent modules with offline_graph.evaluate_multi_agent_module(...) or "
+            "offline-graph evaluate --policy-mapping module:function."
+        )
     problems: list[str] = []
     check_fraction(holdout, "configure")
     scan = scan_files(cfg.input_, on_error) if on_error in ("raise", "skip") else None

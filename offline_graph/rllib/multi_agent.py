@@ -87,7 +87,7 @@ class ModuleRouter:
         if not self.trained:
             raise ConfigError(
                 f"{where}: policies_to_train must name at least one module (found "
-                f"{config.policies_to_train!r} for modules {self.module_ids}). Offline training "
+                f"{config.policies_to_train!r} for modules {sorted(self.module_ids)}). Offline training "
                 "needs a module to train."
             )
         self.specs: dict[str, EpisodeSpec] = {m: spec_from_spaces(*spaces[m]) for m in self.trained}
@@ -110,7 +110,7 @@ class ModuleRouter:
             if mid not in self.module_ids:
                 raise ConfigError(
                     f"GraphOfflinePreLearner: agent {agent_id!r} of episode {episode_id!r} must map "
-                    f"to one of the modules {self.module_ids} (found {mid!r}). Fix "
+                    f"to one of the modules {sorted(self.module_ids)} (found {mid!r}). Fix "
                     "config.multi_agent(policy_mapping_fn=...) or add the module to the "
                     "MultiRLModuleSpec."
                 )
