@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from offline_graph.cli.arguments import config_from, parser_for
 from offline_graph.data import storage
@@ -59,9 +59,46 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return config_from(Args, parser.parse_args(argv))
 
 
+def recorded_source(meta: dict[str, Any], env: str | None, env_config: dict | None) -> dict[str, Any]:
+    """The recording facts of the input ``meta`` and the env (with its non-empty config) that
+    the rows' metadata keeps."""
+    source: dict[str, Any] = {k: meta[k] for k in ("policy", "seed", "epsilon", "mask_key") if k in meta}
+    if env:
+        source.update(env=env, **({"env_config": env_config} if env_config else {}))
+    return source
+
+
+def run_conversion(
+    args: Args, job: Callable[[Any], dict[str, Any]], config_class: type, source: dict, **settings: Any
+) -> dict[str, Any]:
+    """Start Ray if needed, run ``job`` on ``config_class`` settings from ``args`` (and
+    ``settings``), print the episode counts; returns the report."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False)
+    report = job(
+        config_class(
+            input=args.input,
+            output=args.output,
+            gamma=args.gamma,
+            on_error=args.on_error,
+            num_workers=args.workers,
+            episodes_per_batch=args.episodes_per_batch,
+            episodes_per_task=args.episodes_per_task,
+            source=source,
+            **settings,
+        )
+    )
+    print(
+        f"episodes in: {report['episodes_in']}  used: {report['episodes_used']}  "
+        f"rejected: {report['episodes_rejected']} {report['rejected_by_reason']}"
+    )
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    import ray
 
     from offline_graph.data.errors import OfflineGraphError
     from offline_graph.data.files import scan_files
@@ -90,31 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"offline-graph convert: {err}", file=sys.stderr)
         return 2
     print(f"spaces: {spaces.describe()}")
-    meta = scan.metadata
     spec = spec_from_spaces(spaces.observation_space, spaces.action_space)
-    source: dict[str, Any] = {k: meta[k] for k in ("policy", "seed", "epsilon", "mask_key") if k in meta}
-    if spaces.env:
-        source.update(env=spaces.env, **({"env_config": spaces.env_config} if spaces.env_config else {}))
+    source = recorded_source(scan.metadata, spaces.env, spaces.env_config)
     source.update(spaces.texts)
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
-    report = convert(
-        ConvertConfig(
-            input=args.input,
-            output=args.output,
-            spec=spec,
-            gamma=args.gamma,
-            on_error=args.on_error,
-            num_workers=args.workers,
-            episodes_per_batch=args.episodes_per_batch,
-            episodes_per_task=args.episodes_per_task,
-            source=source,
-        )
-    )
-    print(
-        f"episodes in: {report['episodes_in']}  used: {report['episodes_used']}  "
-        f"rejected: {report['episodes_rejected']} {report['rejected_by_reason']}"
-    )
+    report = run_conversion(args, convert, ConvertConfig, source, spec=spec)
     print(
         f"transitions out: {report['transitions_out']}  in {report['seconds']:.1f} s "
         f"({report['transitions_per_s']:.0f}/s)  bytes in/out: "

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import json
 import os
 import sys
 import time
@@ -47,10 +46,10 @@ from offline_graph.cli.arguments import (
     parser_for,
     run_job,
 )
-from offline_graph.cli.experiment_report import gaps, markdown, row_stats, save_curves
+from offline_graph.cli.experiment_report import gaps, markdown, row_stats, save_curves, write_results
 from offline_graph.cli.experiment_run import train_run
 from offline_graph.cli.train_config import data_metadata, quiet_ray_data
-from offline_graph.cli.train_report import json_default, versions
+from offline_graph.cli.train_report import versions
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 
@@ -264,6 +263,18 @@ def baselines(cfg: Config, env_name: str) -> dict[str, float]:
     return {p: float(ev["mean_return"]) for p, ev in scores.items()}
 
 
+def begin(cfg: Any) -> float:
+    """torch's threads and the output directory as ``cfg`` (a Config of this or the
+    multi-agent experiment) says; returns the start time."""
+    import torch
+
+    t0 = time.perf_counter()
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    os.makedirs(cfg.output, exist_ok=True)
+    return t0
+
+
 # --------------------------------------------------------------------------- main
 def run(cfg: Config) -> dict[str, Any]:
     """The whole table as ``cfg`` says; returns what results.json holds."""
@@ -272,12 +283,7 @@ def run(cfg: Config) -> dict[str, Any]:
     from offline_graph.data.files import scan_files
     from offline_graph.jobs.recording import DEFAULT_ENV
 
-    import torch
-
-    t0 = time.perf_counter()
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
-    os.makedirs(cfg.output, exist_ok=True)
+    t0 = begin(cfg)
     rows = rows_of(cfg)
     data = {"expert": cfg.expert_data}
     made_by = f"given: {cfg.expert_data}"
@@ -335,19 +341,7 @@ def run(cfg: Config) -> dict[str, Any]:
         "wall_seconds": time.perf_counter() - t0,
         "versions": versions(),
     }
-    paths = {
-        k: os.path.join(cfg.output, n)
-        for k, n in (("json", "results.json"), ("md", "results.md"), ("png", "learning_curves.png"))
-    }
-    result["files"] = paths
-    save_curves(paths["png"], result)
-    table = markdown(result)
-    with open(paths["md"], "w") as f:
-        f.write(table)
-    with open(paths["json"], "w") as f:
-        json.dump(result, f, indent=2, default=json_default)
-    print("\n" + table + "\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
-    return result
+    return write_results(cfg.output, result, markdown, save_curves)
 
 
 def main(argv: list[str] | None = None) -> int:

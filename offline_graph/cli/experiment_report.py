@@ -3,9 +3,13 @@ for, the Markdown table and the learning-curve PNG (see :mod:`offline_graph.cli.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import os
+from typing import Any, Callable
 
 import numpy as np
+
+from offline_graph.cli.train_report import json_default
 
 
 def row_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -96,3 +100,27 @@ def save_curves(path: str, result: dict[str, Any]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def write_results(
+    output: str,
+    result: dict[str, Any],
+    table_of: Callable[[dict[str, Any]], str],
+    curves: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Write ``result`` to ``output``/results.json and its table (``table_of``) to results.md,
+    and ``curves`` to learning_curves.png if given; print the table and the paths."""
+    names = [("json", "results.json"), ("md", "results.md")]
+    if curves is not None:
+        names.append(("png", "learning_curves.png"))
+    paths = {k: os.path.join(output, n) for k, n in names}
+    result["files"] = paths
+    if curves is not None:
+        curves(paths["png"], result)
+    table = table_of(result)
+    with open(paths["md"], "w") as f:
+        f.write(table)
+    with open(paths["json"], "w") as f:
+        json.dump(result, f, indent=2, default=json_default)
+    print("\n" + table + "\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
+    return result

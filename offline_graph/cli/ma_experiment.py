@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import json
 import os
 import sys
 import time
@@ -33,10 +32,10 @@ from typing import Any, Callable
 import numpy as np
 
 from offline_graph.cli.arguments import arg, bounded, check_bounds, parse_config, parser_for, run_job
-from offline_graph.cli.experiment import Row
-from offline_graph.cli.experiment_report import row_stats
+from offline_graph.cli.experiment import Row, begin
+from offline_graph.cli.experiment_report import row_stats, write_results
 from offline_graph.cli.train_config import quiet_ray_data
-from offline_graph.cli.train_report import json_default, versions
+from offline_graph.cli.train_report import versions
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 
 ENV = "offline_graph/Team-v0"
@@ -330,12 +329,8 @@ def markdown(result: dict[str, Any], rows: list[Row]) -> str:
 def run(cfg: Config) -> dict[str, Any]:
     """The whole table as ``cfg`` says; returns what results.json holds."""
     import ray
-    import torch
 
-    t0 = time.perf_counter()
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
-    os.makedirs(cfg.output, exist_ok=True)
+    t0 = begin(cfg)
     rows = rows_of(cfg)
     data, made_by = {}, {"expert_made_by": "no expert data", "mixed_made_by": "no mixed data"}
     for kind, policy, episodes, seed in (
@@ -378,15 +373,7 @@ def run(cfg: Config) -> dict[str, Any]:
         "wall_seconds": time.perf_counter() - t0,
         "versions": versions(),
     }
-    paths = {k: os.path.join(cfg.output, n) for k, n in (("json", "results.json"), ("md", "results.md"))}
-    result["files"] = paths
-    table = markdown(result, rows)
-    with open(paths["md"], "w") as f:
-        f.write(table)
-    with open(paths["json"], "w") as f:
-        json.dump(result, f, indent=2, default=json_default)
-    print("\n" + table + "\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
-    return result
+    return write_results(cfg.output, result, lambda r: markdown(r, rows))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,10 +29,8 @@ import pyarrow.parquet as pq
 from offline_graph.data import storage
 from offline_graph.data.errors import (
     ConfigError,
-    FormatVersionError,
     GraphValidationError,
     OfflineGraphError,
-    SchemaError,
     where,
 )
 from offline_graph.data.format import read_file_metadata
@@ -218,6 +216,8 @@ def _percentiles(values: list[np.ndarray]) -> dict[str, float | int]:
 
 def inspect_multi_agent(path: str, files: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
     """Read, validate and summarize every multi-agent episode under ``path`` (``files``)."""
+    from offline_graph.data.stats import read_episode_table
+
     meta0 = read_file_metadata(files[0])
     spaces = resolve_agent_spaces(files, meta0, "inspect")
     stats = ReadStats()
@@ -227,18 +227,7 @@ def inspect_multi_agent(path: str, files: Sequence[str], *, strict: bool = False
     by_module: dict[str, dict[str, Any]] = {}
     versions: set[int] = set()
     for file in files:
-        meta = read_file_metadata(file)
-        if meta.get("kind") != "episodes":
-            raise FormatVersionError(
-                f"{where(file=file)}: file kind must be 'episodes' (found {meta.get('kind')!r}). "
-                "inspect reads recorded episode files."
-            )
-        with storage.open_input_file(file) as fh:
-            table = pq.read_table(fh)
-        if "item" not in table.column_names:
-            raise SchemaError(
-                f"{where(file=file)}: column 'item' must be present (found columns {table.column_names})."
-            )
+        meta, table = read_episode_table(file)
         versions.add(int(meta["version"]))
         items = table.column("item").to_pylist()
         parts = read_parts(

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from offline_graph.data.codec import RawEpisode, decode_state
@@ -137,6 +138,27 @@ def _check_spec(spec: EpisodeSpec, col: Collected, ctx: str) -> None:
         raise err
 
 
+def read_episode_table(file: str) -> tuple[dict[str, Any], pa.Table]:
+    """The metadata and the table of an episode ``file`` for inspect; raises if the file is
+    not of kind ``episodes`` or has no ``item`` column."""
+    meta = read_file_metadata(file)
+    if meta.get("kind") != "episodes":
+        raise FormatVersionError(
+            f"{where(file=file)}: file kind must be 'episodes' (found {meta.get('kind')!r}). "
+            "inspect reads recorded episode files; inspect the episodes a transition "
+            "file was converted from instead."
+        )
+    with storage.open_input_file(file) as fh:
+        table = pq.read_table(fh)
+    if "item" not in table.column_names:
+        raise SchemaError(
+            f"{where(file=file)}: column 'item' must be present (found columns "
+            f"{table.column_names}). Episode files hold one msgpack episode per row in "
+            "column 'item'."
+        )
+    return meta, table
+
+
 def collect(path: str, *, strict: bool = False) -> Collected:
     """Decode and validate every row under ``path``.
 
@@ -145,21 +167,7 @@ def collect(path: str, *, strict: bool = False) -> Collected:
     """
     col = Collected()
     for file in episode_files(path):
-        meta = read_file_metadata(file)
-        if meta.get("kind") != "episodes":
-            raise FormatVersionError(
-                f"{where(file=file)}: file kind must be 'episodes' (found {meta.get('kind')!r}). "
-                "inspect reads recorded episode files; inspect the episodes a transition "
-                "file was converted from instead."
-            )
-        with storage.open_input_file(file) as fh:
-            table = pq.read_table(fh)
-        if "item" not in table.column_names:
-            raise SchemaError(
-                f"{where(file=file)}: column 'item' must be present (found columns "
-                f"{table.column_names}). Episode files hold one msgpack episode per row in "
-                "column 'item'."
-            )
+        meta, table = read_episode_table(file)
         col.files.append(file)
         col.versions.add(int(meta["version"]))
         for row, item in enumerate(table.column("item").to_pylist()):

@@ -39,7 +39,7 @@ from offline_graph.data.errors import (
     GraphValidationError,
     reraise_project_error,
 )
-from offline_graph.data.files import scan_files
+from offline_graph.data.files import FileScan, scan_files
 from offline_graph.jobs.source import episode_source
 from offline_graph.data.format import make_metadata
 from offline_graph.data.reader import ReadStats, batch_columns, read_transitions
@@ -149,18 +149,11 @@ def convert_block(
     return fn(batch)
 
 
-def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, Any]:
-    """Run the job; returns (and writes next to the rows) the JSON report.
+def _start(cfg: Any) -> tuple[FileScan, float]:
+    """The checks before a conversion: options, empty output, the input's scan and kind.
 
-    ``map_class`` is the map step (a ``ConvertEpisodes`` subclass; tests inject faults).
+    ``cfg``: a ``ConvertConfig`` or a multi-agent one; returns the scan and the start time.
     """
-    import ray
-    from ray.data.datasource import FilenameProvider
-
-    class _Names(FilenameProvider):
-        def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
-            return f"transitions-{task_index:06d}.parquet"
-
     for name in ("episodes_per_batch", "episodes_per_task", "num_workers", "cpus_per_worker"):
         value = getattr(cfg, name)
         if value is not None and not value > 0:
@@ -181,13 +174,24 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
             f"convert: input {cfg.input} format kind must be 'episodes' (found 'transitions'). "
             "The input is already converted; train from it directly."
         )
-    from offline_graph.data.ma_stats import is_multi_agent_data
+    if not scan.files:
+        raise FormatVersionError(
+            f"convert: input {cfg.input} must hold at least one readable episode file (found "
+            f"none; rejected files by reason: {dict(scan.rejected)})."
+        )
+    return scan, start
 
-    if is_multi_agent_data(scan.files, scan.metadata):  # per-agent spaces; cfg.spec unused
-        from offline_graph.jobs.ma_convert import convert_multi_agent, from_convert_config
 
-        return convert_multi_agent(from_convert_config(cfg))
-    bytes_in = sum(storage.size(f) for f in scan.files)
+def _run(scan: FileScan, cfg: Any, spec: Any, map_class: type, schema: pa.Schema) -> ReadStats:
+    """read -> map_batches(convert_block) -> write of ``scan`` into ``cfg.output`` with the
+    ``map_class`` map step (``spec``: its spec argument); returns the merged block accounting."""
+    import ray
+    from ray.data.datasource import FilenameProvider
+
+    class _Names(FilenameProvider):
+        def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
+            return f"transitions-{task_index:06d}.parquet"
+
     ctx = ray.data.DataContext.get_current()
     previous = (ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled)
     ctx.execution_options.preserve_order = True
@@ -201,15 +205,6 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         # reservation turned off above.
         cpus = max(cpus, float(ray.cluster_resources().get("CPU", 1.0)) / cfg.num_workers)
     stats_dir = storage.join(cfg.output, STATS_DIR)
-    schema = transition_schema(cfg.spec).with_metadata(
-        # the rows record the spaces they were checked against (offline_graph.jobs.spaces)
-        make_metadata("transitions", **{**cfg.source, **spec_texts(cfg.spec), "gamma": cfg.gamma})
-    )
-    if not scan.files:
-        raise FormatVersionError(
-            f"convert: input {cfg.input} must hold at least one readable episode file (found "
-            f"none; rejected files by reason: {dict(scan.rejected)})."
-        )
     # read -> convert -> write fuse into one task per input unit (same resources, default
     # retries: a task whose worker died is retried whole and rewrites its own file).
     source = episode_source(scan, cfg.episodes_per_task, cfg.episodes_per_batch)
@@ -218,7 +213,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         convert_block,
         fn_kwargs={
             "map_class": map_class,
-            "spec": cfg.spec,
+            "spec": spec,
             "gamma": cfg.gamma,
             "on_error": cfg.on_error,
             "stats_dir": stats_dir,
@@ -240,23 +235,66 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     storage.makedirs(cfg.output)  # input files without rows: no task wrote anything
     total = _load_stats(stats_dir)
     _remove(stats_dir)
+    return total
+
+
+def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, Any]:
+    """Run the job; returns (and writes next to the rows) the JSON report.
+
+    ``map_class`` is the map step (a ``ConvertEpisodes`` subclass; tests inject faults).
+    """
+    scan, start = _start(cfg)
+    from offline_graph.data.ma_stats import is_multi_agent_data
+
+    if is_multi_agent_data(scan.files, scan.metadata):  # per-agent spaces; cfg.spec unused
+        from offline_graph.jobs.ma_convert import convert_multi_agent, from_convert_config
+
+        return convert_multi_agent(from_convert_config(cfg))
+    schema = transition_schema(cfg.spec).with_metadata(
+        # the rows record the spaces they were checked against (offline_graph.jobs.spaces)
+        make_metadata("transitions", **{**cfg.source, **spec_texts(cfg.spec), "gamma": cfg.gamma})
+    )
+    total = _run(scan, cfg, cfg.spec, map_class, schema)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)
+    config = {k: v for k, v in asdict(cfg).items() if k != "spec"} | {"spec": asdict(cfg.spec)}
+    return _report(
+        cfg, scan, start, total, total.as_dict(), (rows, episode_ids, bytes_out), "transitions", config
+    )
+
+
+def _report(
+    cfg: Any,
+    scan: FileScan,
+    start: float,
+    total: ReadStats,
+    counts: dict[str, Any],
+    verified: tuple[int, int, int],
+    what: str,
+    config: dict[str, Any],
+    **extra: Any,
+) -> dict[str, Any]:
+    """Check the output's rows against the accounting (``what``: the name of a row in the
+    error), then build and write the report: ``counts`` (the accounting), ``verified`` (rows,
+    episodes, bytes of the output), ``config`` and ``extra`` entries."""
+    rows, episodes, bytes_out = verified
+    bytes_in = sum(storage.size(f) for f in scan.files)
     seconds = time.perf_counter() - start
     if rows != total.transitions_used:
         raise RuntimeError(
-            f"convert: output rows must equal validated transitions {total.transitions_used} "
+            f"convert: output rows must equal validated {what} {total.transitions_used} "
             f"(found {rows}). A worker's output was lost or duplicated; rerun the job."
         )
     report = {
         "input": storage.absolute(cfg.input),
         "output": storage.absolute(cfg.output),
+        **extra,
         "files_in": len(scan.files) + sum(scan.rejected.values()),
         "files_rejected_by_reason": dict(scan.rejected),
         "first_file_error_by_reason": dict(scan.examples),
-        **total.as_dict(),
+        **counts,
         "episodes_in": total.episodes_read,
         "transitions_out": rows,
-        "episodes_out": episode_ids,
+        "episodes_out": episodes,
         "bytes_in": bytes_in,
         "bytes_out": bytes_out,
         "seconds": round(seconds, 3),
@@ -264,7 +302,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         "gamma": cfg.gamma,
         "on_error": cfg.on_error,
         "format": json.loads(make_metadata("transitions")[b"offline_graph"]),
-        "config": {k: v for k, v in asdict(cfg).items() if k != "spec"} | {"spec": asdict(cfg.spec)},
+        "config": config,
     }
     text = json.dumps(report, indent=2, sort_keys=True)
     storage.write_bytes(storage.join(cfg.output, REPORT_NAME), text.encode())

@@ -37,9 +37,7 @@ action_space}}``), ``gamma`` and the recording facts; ``_conversion_report.json`
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -50,13 +48,10 @@ import pyarrow.parquet as pq
 
 from offline_graph.data import storage
 from offline_graph.data.errors import (
-    ConfigError,
-    FormatVersionError,
     GraphValidationError,
     OfflineGraphError,
-    reraise_project_error,
 )
-from offline_graph.data.files import FileScan, scan_files
+from offline_graph.data.files import FileScan
 from offline_graph.data.format import make_metadata
 from offline_graph.data.ma_stats import AgentSpaces, read_parts, resolve_agent_spaces
 from offline_graph.data.reader import ReadStats, batch_columns
@@ -171,83 +166,14 @@ def convert_multi_agent(
     cfg: MultiAgentConvertConfig, map_class: type = ConvertMultiAgentEpisodes
 ) -> dict[str, Any]:
     """Run the job; returns (and writes next to the rows) the JSON report."""
-    import ray
+    from offline_graph.jobs.convert import _report, _run, _start
 
-    from offline_graph.jobs.convert import REPORT_NAME, STATS_DIR, _load_stats, _remove, _write, convert_block
-    from offline_graph.jobs.source import episode_source
-    from ray.data.datasource import FilenameProvider
-
-    class _Names(FilenameProvider):
-        def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
-            return f"transitions-{task_index:06d}.parquet"
-
-    for name in ("episodes_per_batch", "episodes_per_task", "num_workers", "cpus_per_worker"):
-        value = getattr(cfg, name)
-        if value is not None and not value > 0:
-            raise ConfigError(f"convert: {name} must be > 0 (found {value!r}). Use a positive number.")
-    existing = storage.list_dir(cfg.output, recursive=True) if storage.is_dir(cfg.output) else []
-    if existing:
-        raise FileExistsError(
-            f"convert: output {cfg.output} must be empty or absent (found "
-            f"{len(existing)} entries). Choose a new --output or delete it."
-        )
-    start = time.perf_counter()
-    scan = scan_files(cfg.input, cfg.on_error)
-    if scan.kind == "transitions":
-        raise FormatVersionError(
-            f"convert: input {cfg.input} format kind must be 'episodes' (found 'transitions'). "
-            "The input is already converted; train from it directly."
-        )
-    if not scan.files:
-        raise FormatVersionError(
-            f"convert: input {cfg.input} must hold at least one readable episode file (found "
-            f"none; rejected files by reason: {dict(scan.rejected)})."
-        )
+    scan, start = _start(cfg)
     spaces = cfg.agent_spaces or resolve_agent_spaces(scan.files, scan.metadata, "convert")
-    bytes_in = sum(storage.size(f) for f in scan.files)
-    ctx = ray.data.DataContext.get_current()
-    previous = (ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled)
-    ctx.execution_options.preserve_order = True
-    ctx.op_resource_reservation_enabled = False
-    cpus = cfg.cpus_per_worker
-    if cfg.num_workers is not None:
-        cpus = max(cpus, float(ray.cluster_resources().get("CPU", 1.0)) / cfg.num_workers)
-    stats_dir = storage.join(cfg.output, STATS_DIR)
     meta = {**cfg.source, "multi_agent": True, "agent_spaces": spaces.metadata(), "gamma": cfg.gamma}
     schema = MA_SCHEMA.with_metadata(make_metadata("transitions", **meta))
-    source = episode_source(scan, cfg.episodes_per_task, cfg.episodes_per_batch)
-    ds = ray.data.read_datasource(source, override_num_blocks=max(1, source.num_tasks), num_cpus=cpus)
-    ds = ds.map_batches(
-        convert_block,
-        fn_kwargs={
-            "map_class": map_class,
-            "spec": tuple(sorted(spaces.specs.items())),
-            "gamma": cfg.gamma,
-            "on_error": cfg.on_error,
-            "stats_dir": stats_dir,
-        },
-        batch_size=None,
-        batch_format="pyarrow",
-        num_cpus=cpus,
-    )
-    try:
-        _write(ds, cfg.output, _Names(), schema, cpus)
-    except Exception as err:
-        _remove(stats_dir)
-        reraise_project_error(err)
-        raise
-    finally:
-        ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled = previous
-    storage.makedirs(cfg.output)
-    total = _load_stats(stats_dir)
-    _remove(stats_dir)
+    total = _run(scan, cfg, tuple(sorted(spaces.specs.items())), map_class, schema)
     rows, episodes, per_agent, bytes_out = verify_output(cfg.output)
-    seconds = time.perf_counter() - start
-    if rows != total.transitions_used:
-        raise RuntimeError(
-            f"convert: output rows must equal validated agent steps {total.transitions_used} "
-            f"(found {rows}). A worker's output was lost or duplicated; rerun the job."
-        )
     counts = total.as_dict()
     by_agent = counts.pop("transitions_by_module", {})
     agents = {
@@ -258,31 +184,11 @@ def convert_multi_agent(
         }
         for key in sorted(set(spaces.texts) | set(per_agent))
     }
-    report = {
-        "input": storage.absolute(cfg.input),
-        "output": storage.absolute(cfg.output),
-        "multi_agent": True,
-        "files_in": len(scan.files) + sum(scan.rejected.values()),
-        "files_rejected_by_reason": dict(scan.rejected),
-        "first_file_error_by_reason": dict(scan.examples),
-        **counts,
-        "transitions_by_agent": by_agent,
-        "agents": agents,
-        "episodes_in": total.episodes_read,
-        "transitions_out": rows,
-        "episodes_out": episodes,
-        "bytes_in": bytes_in,
-        "bytes_out": bytes_out,
-        "seconds": round(seconds, 3),
-        "transitions_per_s": round(rows / seconds, 1) if seconds > 0 else None,
-        "gamma": cfg.gamma,
-        "on_error": cfg.on_error,
-        "format": json.loads(make_metadata("transitions")[b"offline_graph"]),
-        "config": {k: v for k, v in asdict(cfg).items() if k != "agent_spaces"},
-    }
-    text = json.dumps(report, indent=2, sort_keys=True)
-    storage.write_bytes(storage.join(cfg.output, REPORT_NAME), text.encode())
-    return report
+    config = {k: v for k, v in asdict(cfg).items() if k != "agent_spaces"}
+    extra = {"multi_agent": True, "transitions_by_agent": by_agent, "agents": agents}
+    return _report(
+        cfg, scan, start, total, counts, (rows, episodes, bytes_out), "agent steps", config, **extra
+    )
 
 
 def verify_output(output: str) -> tuple[int, int, dict[str, tuple[int, int]], int]:
@@ -335,8 +241,6 @@ def from_convert_config(cfg: Any) -> MultiAgentConvertConfig:
 
 def main_multi_agent(args: Any, scan: FileScan) -> int:
     """``offline-graph convert`` on multi-agent input (``args``: the CLI's Args)."""
-    import ray
-
     if args.observation_space or args.action_space:
         print(
             "offline-graph convert: --observation-space / --action-space must not be given for "
@@ -352,31 +256,12 @@ def main_multi_agent(args: Any, scan: FileScan) -> int:
         return 2
     for key, texts in sorted(spaces.texts.items()):
         print(f"agent {key}: {texts['observation_space']} / {texts['action_space']} ({texts['source']})")
-    meta = scan.metadata
-    source: dict[str, Any] = {k: meta[k] for k in ("policy", "seed", "epsilon", "mask_key") if k in meta}
-    env = args.env or meta.get("env")
-    if env:
-        env_config = args.env_config if args.env_config is not None else meta.get("env_config")
-        source.update(env=env, **({"env_config": env_config} if env_config else {}))
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
-    report = convert_multi_agent(
-        MultiAgentConvertConfig(
-            input=args.input,
-            output=args.output,
-            gamma=args.gamma,
-            on_error=args.on_error,
-            num_workers=args.workers,
-            episodes_per_batch=args.episodes_per_batch,
-            episodes_per_task=args.episodes_per_task,
-            source=source,
-            agent_spaces=spaces,
-        )
-    )
-    print(
-        f"episodes in: {report['episodes_in']}  used: {report['episodes_used']}  "
-        f"rejected: {report['episodes_rejected']} {report['rejected_by_reason']}"
-    )
+    from offline_graph.cli.convert import recorded_source, run_conversion
+
+    env = args.env or scan.metadata.get("env")
+    env_config = args.env_config if args.env_config is not None else scan.metadata.get("env_config")
+    source = recorded_source(scan.metadata, env, env_config)
+    report = run_conversion(args, convert_multi_agent, MultiAgentConvertConfig, source, agent_spaces=spaces)
     for key, a in report["agents"].items():
         print(f"agent {key}: transitions {a['transitions']}  episodes {a['episodes']}")
     print(

@@ -29,10 +29,9 @@ import numpy as np
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.format import write_episode_file
 from offline_graph.data.graph import GraphDict, space_sizes
 from offline_graph.data.spaces import selection_level
-from offline_graph.jobs.recording import episode_seeds, load_user_policy, observe
+from offline_graph.jobs.recording import episode_seeds, load_user_policy, observe, write_job_file
 from offline_graph.rllib.episodes import encode_multi_agent_episode
 from offline_graph.rllib.ma_evaluation import is_multi_agent, make_multi_agent_env
 from offline_graph.rllib.write import _agent_space_texts
@@ -214,17 +213,12 @@ def record_ma_file(job: RecordJob, progress: Callable[[int], None] | None = None
     finally:
         env.close()
     masked = any(k is not None for k in mask_keys.values())
-    write_episode_file(
-        job.output,
+    write_job_file(
+        job,
         items,
-        env=job.env,
-        policy=job.policy,
-        epsilon=job.epsilon,
-        seed=job.seed,
         multi_agent=True,
         **({"agent_spaces": texts} if (texts := _agent_space_texts(obs_spaces, act_spaces)) else {}),
         **({"mask_key": job.mask_key} if masked else {}),
-        **({"env_config": job.env_config} if job.env_config else {}),
     )
     return {
         "file": job.output,

@@ -236,6 +236,13 @@ def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -
         if progress is not None:
             progress(1)
     env.close()
+    write_job_file(job, items, **({"mask_key": mask_key} if mask_key else {}), **env_space_texts(env))
+    return {"file": job.output, "episodes": len(items), "transitions": steps, "returns": returns}
+
+
+def write_job_file(job: RecordJob, items: list[bytes], **metadata: Any) -> None:
+    """The episode file of ``job``: ``items`` with the job's recording facts (env, its
+    non-empty config, policy, epsilon, seed) and ``metadata`` in the file metadata."""
     write_episode_file(
         job.output,
         items,
@@ -243,11 +250,9 @@ def record_file(job: RecordJob, progress: Callable[[int], None] | None = None) -
         policy=job.policy,
         epsilon=job.epsilon,
         seed=job.seed,
-        **({"mask_key": mask_key} if mask_key else {}),
         **({"env_config": job.env_config} if job.env_config else {}),
-        **env_space_texts(env),
+        **metadata,
     )
-    return {"file": job.output, "episodes": len(items), "transitions": steps, "returns": returns}
 
 
 def plan_jobs(
