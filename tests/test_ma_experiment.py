@@ -28,7 +28,7 @@ def test_quick_writes_table_and_json(ray_session, tmp_path, capsys):
 
     result = json.loads((out / "results.json").read_text())
     keys = [r.key for r in ma_experiment.ROWS]
-    assert result["settings"]["quick"] is True and result["settings"]["iterations"] == 2
+    assert result["settings"]["quick"] is True and result["settings"]["iterations"] == 1
     assert sorted((r["row"], r["seed"]) for r in result["runs"]) == sorted(
         (k, s) for k in keys for s in range(ma_experiment.QUICK["seeds"])
     )
@@ -37,7 +37,7 @@ def test_quick_writes_table_and_json(ray_session, tmp_path, capsys):
         for entry in run["modules"].values():
             assert set(entry) == set(ma_experiment.RESULT_KEYS)
             assert entry["illegal_actions"] >= 0 and entry["expert_return"] > entry["random_return"]
-    assert "--policy mixed --epsilon 0.6 --episodes 60 --seed 1" in result["data"]["mixed_made_by"]
+    assert "--policy mixed --epsilon 0.6 --episodes 30 --seed 1" in result["data"]["mixed_made_by"]
 
     table = (out / "results.md").read_text()
     assert table in printed

@@ -74,7 +74,6 @@ def test_frame_stack_rows_are_runs_within_episodes(ray_session, recall_data) -> 
 @pytest.mark.parametrize(
     "model_config,algo,learners",
     [
-        ({"frame_stack": 4, "max_seq_len": 4}, BCConfig, 0),
         ({"memory": "gru", "max_seq_len": 6}, MARWILConfig, 2),
         ({"memory": "node_gru", "max_seq_len": 6}, BCConfig, 2),
         ({"frame_stack": 3, "max_seq_len": 4}, MARWILConfig, 2),

@@ -46,10 +46,10 @@ ROWS = (
 )
 QUICK: dict[str, Any] = {
     "seeds": 1,
-    "expert_episodes": 60,
-    "mixed_episodes": 60,
-    "iterations": 2,
-    "eval_episodes": 10,
+    "expert_episodes": 30,
+    "mixed_episodes": 30,
+    "iterations": 1,
+    "eval_episodes": 6,
 }
 """What --quick sets (a smoke run: tested for running, not for scores)."""
 
