@@ -75,7 +75,7 @@ def test_frame_stack_rows_are_runs_within_episodes(ray_session, recall_data) -> 
     "model_config,algo,learners",
     [
         ({"memory": "gru", "max_seq_len": 6}, MARWILConfig, 2),
-        ({"memory": "node_gru", "max_seq_len": 6}, BCConfig, 2),
+        ({"memory": "node_gru", "max_seq_len": 6}, BCConfig, 0),
         ({"frame_stack": 3, "max_seq_len": 4}, MARWILConfig, 2),
     ],
 )
