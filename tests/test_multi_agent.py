@@ -293,3 +293,41 @@ def test_multi_agent_config_with_env_evaluation_is_refused(ray_session, data_dir
         ConfigError, match=r"evaluation_interval=...\) must be None for multi-agent configs \(found 1\)"
     ):
         offline_graph.configure(config)
+
+
+def test_no_env_no_config_spaces_trains_saves_and_restores(ray_session, data_dir, tmp_path) -> None:
+    """Only the module specs carry spaces (as RLlib users write them): configure fills the
+    policies' and the config's spaces from them; get_module and from_checkpoint work."""
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    specs = {
+        "letters": RLModuleSpec(
+            module_class=offline_graph.GNNModule, observation_space=OBS["a"], action_space=ACT["a"]
+        ),
+        "num": RLModuleSpec(
+            module_class=offline_graph.GNNModule, observation_space=OBS[7], action_space=ACT[7]
+        ),
+    }
+    config = (
+        MARWILConfig()
+        .multi_agent(policies={"letters", "num"}, policy_mapping_fn=kind)
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        .offline_data(input_=[data_dir], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner)
+        .training(train_batch_size_per_learner=4)
+    )
+    config = offline_graph.configure(config)
+    assert config.policies["num"].observation_space == OBS[7]
+    assert config.observation_space["letters"] == OBS["a"]
+    algo = config.build_algo()
+    try:
+        algo.train()
+        weights = algo.get_module("num").state_dict()
+        algo.save_to_path(str(tmp_path / "ckpt"))
+    finally:
+        algo.stop()
+    restored = Algorithm.from_checkpoint(str(tmp_path / "ckpt"))
+    try:
+        back = restored.get_module("num").state_dict()
+        assert set(back) == set(weights) and all((back[k] == weights[k]).all() for k in weights)
+    finally:
+        restored.stop()

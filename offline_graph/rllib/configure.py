@@ -40,6 +40,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+
+import gymnasium as gym
 from typing import Any, Literal, TypeVar
 
 from offline_graph.data.errors import ConfigError
@@ -89,6 +91,7 @@ def configure(
     scan = scan_files(cfg.input_, on_error) if on_error in ("raise", "skip") else None
     if cfg.is_multi_agent:
         # Per-module spaces come from the MultiRLModuleSpec (checked here, not inferred).
+        _policy_spaces_from_modules(cfg)
         module_spaces(cfg.get_multi_rl_module_spec(), "configure")
     else:
         _resolve_spaces(cfg, scan)
@@ -187,6 +190,37 @@ def configure(
     cfg.learner_config_dict[SETTINGS_KEY] = settings.as_dict()
     cfg.algo_class = algo_class
     return config
+
+
+def _policy_spaces_from_modules(cfg: Any) -> None:
+    """Multi-agent data without an env or config spaces: RLlib's multi-agent set-up takes each
+    policy's spaces from its ``PolicySpec`` and refuses a config without spaces; fill both from
+    the modules' ``RLModuleSpec``s (where the user gave them; checked after)."""
+    subs = getattr(getattr(cfg, "_rl_module_spec", None), "rl_module_specs", None)
+    if not isinstance(subs, dict) or cfg.observation_space is not None or cfg.env:
+        return
+    from ray.rllib.policy.policy import PolicySpec
+
+    policies = {}
+    for pid, pspec in cfg.policies.items():
+        sub = subs.get(pid)
+        if sub is not None and isinstance(pspec, PolicySpec):
+            pspec = PolicySpec(
+                pspec.policy_class,
+                pspec.observation_space or sub.observation_space,
+                pspec.action_space or sub.action_space,
+                pspec.config,
+            )
+        policies[pid] = pspec
+    cfg.multi_agent(policies=policies)
+    if any(sub.observation_space is None or sub.action_space is None for sub in subs.values()):
+        return  # module_spaces() names the module that lacks them
+    # RLlib refuses a config without spaces (and without an env); ours reads each module's
+    # spaces from its spec, so the config's are the modules' (keyed by module id).
+    cfg.environment(
+        observation_space=gym.spaces.Dict({m: sub.observation_space for m, sub in subs.items()}),
+        action_space=gym.spaces.Dict({m: sub.action_space for m, sub in subs.items()}),
+    )
 
 
 def _resolve_spaces(cfg: Any, scan: FileScan | None) -> None:
