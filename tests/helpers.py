@@ -77,3 +77,36 @@ def write_episode_file(path: Any, items: Sequence[bytes], metadata: dict | None 
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(body).encode()})
     pq.write_table(table, str(path))
     return str(path)
+
+
+def two_episode_transitions() -> Any:
+    """Transitions of two episodes of chain graphs (``x`` = a tag per step): episode A, rows
+    0..4, node counts 3,3,3,4,4, tags 10..14; episode B, rows 5..7, 2 nodes, tags 20..22.
+    Actions = the step index, rewards 1, both terminated, gamma 1."""
+    from offline_graph.data.columns import GraphColumns
+    from offline_graph.data.transitions import Transitions
+
+    def chain(n: int, tag: float) -> GraphDict:
+        ei = np.array([np.arange(n - 1), np.arange(1, n)], np.int64).reshape(2, -1)
+        return {"x": np.full((n, 2), tag, np.float32), "edge_index": ei}
+
+    sizes = [3, 3, 3, 4, 4, 2, 2, 2]
+    tags = [10, 11, 12, 13, 14, 20, 21, 22]
+    obs = GraphColumns.from_graphs([chain(n, t) for n, t in zip(sizes, tags)], None)
+    return Transitions.from_steps(
+        obs,
+        np.array([0, 1, 2, 3, 4, 0, 1, 2]),
+        np.ones(8),
+        np.array([5, 3]),
+        [True, True],
+        [False, False],
+        ["A", "B"],
+        gamma=1.0,
+    )
+
+
+class FixedRows:
+    """An rng stand-in for run sampling: ``integers`` returns rows 3, 1, 7, 4, 3, 1, ..."""
+
+    def integers(self, low: int, high: int, size: int) -> np.ndarray:
+        return np.resize(np.array([3, 1, 7, 4]), size)

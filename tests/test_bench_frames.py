@@ -11,42 +11,13 @@ import pytest
 from offline_graph.bench.case_frames import frame_rows, measure_layouts
 from offline_graph.bench.case_bytes import tensor_bytes
 from offline_graph.cli.bench import format_table
-from offline_graph.data.columns import GraphColumns
 from offline_graph.data.sequences import collate_runs, runs_to_arrow
-from offline_graph.data.transitions import Transitions
-
-
-def graph(n: int, tag: float) -> dict:
-    ei = np.array([np.arange(n - 1), np.arange(1, n)], np.int64).reshape(2, -1)
-    return {"x": np.full((n, 2), tag, np.float32), "edge_index": ei}
-
-
-def two_episodes() -> Transitions:
-    """Episode A: rows 0..4 (5 steps), episode B: rows 5..7 (3 steps)."""
-    sizes = [3, 3, 3, 4, 4, 2, 2, 2]
-    obs = GraphColumns.from_graphs([graph(n, 10 + i) for i, n in enumerate(sizes)], None)
-    return Transitions.from_steps(
-        obs,
-        np.array([0, 1, 2, 3, 4, 0, 1, 2]),
-        np.ones(8),
-        np.array([5, 3]),
-        [True, True],
-        [False, False],
-        ["A", "B"],
-        gamma=1.0,
-    )
-
-
-class Fixed:
-    """rng stand-in: rows 3, 1, 7, 4, 3, 1, ... (from the start on every call)."""
-
-    def integers(self, low, high, size):
-        return np.resize(np.array([3, 1, 7, 4]), size)
+from tests.helpers import FixedRows, two_episode_transitions
 
 
 def test_graphs_per_transition_and_printed_ratios_are_the_measured_ones() -> None:
-    trans = two_episodes()
-    layouts = measure_layouts(trans, Fixed(), length=2, trained=6, frames=(2, 4))  # type: ignore[arg-type]
+    trans = two_episode_transitions()
+    layouts = measure_layouts(trans, FixedRows(), length=2, trained=6, frames=(2, 4))  # type: ignore[arg-type]
     by = {lay.name: lay for lay in layouts}
     assert list(by) == ["k=1", "k=2", "k=4", "gru"]
     assert all(lay.trained == 6 for lay in layouts)  # the same B in every row

@@ -5,43 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from offline_graph.data.columns import GraphColumns
 from offline_graph.data.sequences import collate_runs, runs_to_arrow, sample_runs, segment_starts
-from offline_graph.data.transitions import Transitions
-
-
-def graph(n: int, tag: float) -> dict:
-    ei = np.array([np.arange(n - 1), np.arange(1, n)], np.int64).reshape(2, -1)
-    return {"x": np.full((n, 2), tag, np.float32), "edge_index": ei}
-
-
-def two_episodes() -> Transitions:
-    """Episode A: 5 steps (node counts 3,3,3,4,4; x = 10 + t), episode B: 3 steps (2 nodes;
-    x = 20 + t). Actions = t, rewards 1."""
-    sizes = [3, 3, 3, 4, 4, 2, 2, 2]
-    tags = [10, 11, 12, 13, 14, 20, 21, 22]
-    obs = GraphColumns.from_graphs([graph(n, t) for n, t in zip(sizes, tags)], None)
-    return Transitions.from_steps(
-        obs,
-        np.array([0, 1, 2, 3, 4, 0, 1, 2]),
-        np.ones(8),
-        np.array([5, 3]),
-        [True, True],
-        [False, False],
-        ["A", "B"],
-        gamma=1.0,
-    )
+from tests.helpers import FixedRows, two_episode_transitions
 
 
 def test_segments_and_chunks_stop_at_episode_boundaries() -> None:
-    trans = two_episodes()
+    trans = two_episode_transitions()
     assert segment_starts(trans).tolist() == [0, 0, 0, 0, 0, 5, 5, 5]
-
-    class Fixed:  # rng stand-in returning chosen rows
-        def integers(self, low, high, size):
-            return np.array([3, 1, 7, 4])
-
-    ctx0, start, stop = sample_runs(trans, Fixed(), 4, length=2, context=1)  # type: ignore[arg-type]
+    ctx0, start, stop = sample_runs(trans, FixedRows(), 4, length=2, context=1)  # type: ignore[arg-type]
     # row 3 -> chunk [2, 4) with context row 1; row 1 -> chunk [0, 2), no context (episode start);
     # row 7 (B, t=2) -> chunk [7, 8) (the episode ends) with context row 6; row 4 -> [4, 5) ctx 3
     assert ctx0.tolist() == [1, 0, 6, 3]
@@ -50,7 +21,7 @@ def test_segments_and_chunks_stop_at_episode_boundaries() -> None:
 
 
 def test_run_rows_collate_to_each_graph_once_with_links() -> None:
-    trans = two_episodes()
+    trans = two_episode_transitions()
     table = runs_to_arrow(trans, np.array([1, 6]), np.array([2, 7]), np.array([5, 8]))
     assert table.column("context").to_pylist() == [1, 1]
     assert table.column("actions").to_pylist() == [[1, 2, 3, 4], [1, 2]]

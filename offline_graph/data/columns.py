@@ -61,15 +61,20 @@ def ragged_gather_index(ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
     ``ptr=[0,2,5]``, ``idx=[1,0]`` -> ``[2,3,4,0,1]``.
     """
-    starts = ptr[idx]
-    counts = ptr[idx + 1] - starts
+    return concat_ranges(ptr[idx], ptr[idx + 1])
+
+
+def concat_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(a, b) for a, b in zip(starts, stops)])`` without a Python loop."""
+    starts = np.asarray(starts, dtype=np.int64)
+    counts = np.asarray(stops, dtype=np.int64) - starts
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    out_ptr = np.zeros(len(idx) + 1, dtype=np.int64)
+    out_ptr = np.zeros(len(starts) + 1, dtype=np.int64)
     np.cumsum(counts, out=out_ptr[1:])
     # position within the output minus the output start of its segment, plus the input start
-    seg = np.repeat(np.arange(len(idx)), counts)
+    seg = np.repeat(np.arange(len(starts)), counts)
     return np.arange(total, dtype=np.int64) - out_ptr[seg] + starts[seg]
 
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from offline_graph.data.codec import MULTI_AGENT_FORMAT, RawEpisode, _decode_hook, raw_from_state
 from offline_graph.data.errors import ConfigError, DecodeError, OfflineGraphError, where
-from offline_graph.data.reader import OnError, ReadStats, _digest, reject
+from offline_graph.data.reader import OnError, ReadStats, reject, unique_digest
 from offline_graph.data.transitions import Transitions
 from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
 
@@ -102,19 +102,9 @@ def is_multi_agent(state: dict) -> bool:
     return state.get("format") == MULTI_AGENT_FORMAT
 
 
-def decode_multi_agent(state: dict, file: str | None = None) -> MultiAgentRaw:
-    """A decoded row -> :class:`MultiAgentRaw`. A single-agent episode state is read as a
-    multi-agent episode with one agent (its ``agent_id``, else ``"agent0"``)."""
-    eid = str(state["id_"])
-    if not is_multi_agent(state):
-        raw = raw_from_state(state, file=file)
-        n_obs = len(raw.observations) if isinstance(raw.observations, (list, tuple)) else 0
-        aid = state.get("agent_id")
-        agent = AgentSteps(
-            "agent0" if aid is None else aid, state.get("module_id"), np.arange(n_obs) + raw.t_started, raw
-        )
-        return MultiAgentRaw(eid, raw.terminated, raw.truncated, [agent])
-    ctx = where(file=file, episode_id=eid)
+def agent_entries(state: dict, file: str | None = None) -> list[dict]:
+    """The checked agent entries of a multi-agent state (format version, entry layout)."""
+    ctx = where(file=file, episode_id=str(state["id_"]))
     version = state.get("format_version")
     if version != MULTI_AGENT_VERSION:
         raise DecodeError(
@@ -129,7 +119,6 @@ def decode_multi_agent(state: dict, file: str | None = None) -> MultiAgentRaw:
             f"{type(entries).__name__}). Write rows with offline_graph.write_episodes.",
             reason="decode",
         )
-    agents = []
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("episode"), dict):
             raise DecodeError(
@@ -137,6 +126,23 @@ def decode_multi_agent(state: dict, file: str | None = None) -> MultiAgentRaw:
                 f"(found {type(entry).__name__}). Write rows with offline_graph.write_episodes.",
                 reason="decode",
             )
+    return entries
+
+
+def decode_multi_agent(state: dict, file: str | None = None) -> MultiAgentRaw:
+    """A decoded row -> :class:`MultiAgentRaw`. A single-agent episode state is read as a
+    multi-agent episode with one agent (its ``agent_id``, else ``"agent0"``)."""
+    eid = str(state["id_"])
+    if not is_multi_agent(state):
+        raw = raw_from_state(state, file=file)
+        n_obs = len(raw.observations) if isinstance(raw.observations, (list, tuple)) else 0
+        aid = state.get("agent_id")
+        agent = AgentSteps(
+            "agent0" if aid is None else aid, state.get("module_id"), np.arange(n_obs) + raw.t_started, raw
+        )
+        return MultiAgentRaw(eid, raw.terminated, raw.truncated, [agent])
+    agents = []
+    for entry in agent_entries(state, file):
         aid = entry.get("agent_id")
         sa_state = dict(entry["episode"], id_=eid)
         raw = raw_from_state(sa_state, file=file)
@@ -185,14 +191,7 @@ def read_agent_episodes(
         stats.episodes_read += 1
         try:
             ma = decode_multi_agent(unpack(item, path), path)
-            digest = _digest(item) if seen_ids is not None else b""
-            if ma.id in in_call or seen.get(ma.id, digest) != digest:
-                raise OfflineGraphError(
-                    f"{where(file=path, episode_id=ma.id)}: episode id must be unique (found a "
-                    "second episode with this id). Duplicate rows in the data set; de-duplicate "
-                    "the files.",
-                    reason="duplicate_id",
-                )
+            digest = unique_digest(ma.id, item, path, seen_ids, in_call)
             parts = _validate_agents(ma, route, path, stats)
         except ConfigError:
             raise  # a mapping to an unknown module is the config's problem, not the row's

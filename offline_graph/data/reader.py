@@ -144,17 +144,7 @@ def read_episodes(
             ep = fast_episode(decode_state(item, file=path, raw_arrays=True), spec, file=path)
             if ep is None:  # anything unusual: the full path names the exact problem
                 ep = validate_episode(decode_state(item, file=path), spec, file=path)
-            # Content digests only matter across calls (seen_ids); the conversion job
-            # passes none and skips hashing every row.
-            digest = _digest(item) if seen_ids is not None else b""
-            if ep.id in in_call or seen.get(ep.id, digest) != digest:
-                err = OfflineGraphError(
-                    f"{where(file=path, episode_id=ep.id)}: episode id must be unique (found "
-                    "a second episode with this id). Duplicate rows in the data set; "
-                    "de-duplicate the files.",
-                    reason="duplicate_id",
-                )
-                raise err
+            digest = unique_digest(ep.id, item, path, seen_ids, in_call)
         except OfflineGraphError as err:
             reject(err, item, path, on_error, stats)
             continue
@@ -164,6 +154,22 @@ def read_episodes(
         stats.transitions_used += len(ep)
         out.append(ep)
     return out
+
+
+def unique_digest(
+    episode_id: str, item: Any, path: str | None, seen_ids: dict[str, bytes] | None, in_call: set[str]
+) -> bytes:
+    """The row's content digest (``seen_ids`` values); raises ``duplicate_id`` when the id was
+    taken earlier in this call, or in an earlier call with other content. Digests only matter
+    across calls: without ``seen_ids`` (the conversion job) no row is hashed."""
+    digest = _digest(item) if seen_ids is not None else b""
+    if episode_id in in_call or (seen_ids or {}).get(episode_id, digest) != digest:
+        raise OfflineGraphError(
+            f"{where(file=path, episode_id=episode_id)}: episode id must be unique (found a second "
+            "episode with this id). Duplicate rows in the data set; de-duplicate the files.",
+            reason="duplicate_id",
+        )
+    return digest
 
 
 def reject(err: OfflineGraphError, item: Any, path: str | None, on_error: OnError, stats: ReadStats) -> None:

@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from offline_graph.data.collate import collate
+from offline_graph.data.columns import concat_ranges
 from offline_graph.data.transitions import Transitions, graph_arrays, table_to_graphs
 
 STEP_COLUMNS = ("actions", "value_targets")
@@ -73,8 +74,7 @@ def sample_runs(
 def runs_to_arrow(trans: Transitions, ctx0: np.ndarray, start: np.ndarray, stop: np.ndarray) -> pa.Table:
     """The run rows (module doc) of runs ``[ctx0, stop)`` with trained steps from ``start``."""
     counts = (stop - ctx0).astype(np.int64)
-    rows = np.concatenate([np.arange(a, b) for a, b in zip(ctx0, stop)]) if len(counts) else np.zeros(0, int)
-    steps = trans.take(rows.astype(np.int64))
+    steps = trans.take(concat_ranges(ctx0, stop))
     offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
     columns: dict[str, pa.Array] = {
         "actions": pa.ListArray.from_arrays(offsets, pa.array(steps.actions)),

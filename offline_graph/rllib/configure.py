@@ -196,8 +196,8 @@ def _policy_spaces_from_modules(cfg: Any) -> None:
     """Multi-agent data without an env or config spaces: RLlib's multi-agent set-up takes each
     policy's spaces from its ``PolicySpec`` and refuses a config without spaces; fill both from
     the modules' ``RLModuleSpec``s (where the user gave them; checked after)."""
-    subs = getattr(getattr(cfg, "_rl_module_spec", None), "rl_module_specs", None)
-    if not isinstance(subs, dict) or cfg.observation_space is not None or cfg.env:
+    subs = _sub_specs(cfg)
+    if subs is None or cfg.observation_space is not None or cfg.env:
         return
     from ray.rllib.policy.policy import PolicySpec
 
@@ -252,26 +252,36 @@ def _set_value_head(cfg: Any) -> None:
     user set ``value_head`` explicitly.
     """
     needs = float(getattr(cfg, "beta", 0.0) or 0.0) > 0.0
-    spec: Any = getattr(cfg, "_rl_module_spec", None)
-    sub_specs = getattr(spec, "rl_module_specs", None)
-    if cfg.is_multi_agent and isinstance(sub_specs, dict):
-        for sub in sub_specs.values():  # each module's own model_config
-            sub.model_config = dict(sub.model_config or {})
+    subs = _sub_specs(cfg)
+    if cfg.is_multi_agent and subs is not None:
+        for sub in subs.values():  # each module's own model_config
+            sub.model_config = _as_dict(sub.model_config)
             sub.model_config.setdefault("value_head", needs)
         return
     set_model_option(cfg, "value_head", needs, keep_user=True)
 
 
+def _sub_specs(cfg: Any) -> dict[str, Any] | None:
+    """The per-module ``RLModuleSpec``s of a ``MultiRLModuleSpec`` the user gave, else None."""
+    subs = getattr(getattr(cfg, "_rl_module_spec", None), "rl_module_specs", None)
+    return subs if isinstance(subs, dict) else None
+
+
+def _as_dict(model_config: Any) -> dict:
+    """A ``model_config`` (dict, RLlib's DefaultModelConfig dataclass or None) as a new dict."""
+    if dataclasses.is_dataclass(model_config) and not isinstance(model_config, type):
+        return dataclasses.asdict(model_config)
+    return dict(model_config or {})
+
+
 def _model_configs(cfg: Any) -> list[dict]:
     """Every module's ``model_config`` dict (the spec's, else the config's)."""
-    spec: Any = getattr(cfg, "_rl_module_spec", None)
-    subs = getattr(spec, "rl_module_specs", None)
-    specs = list(subs.values()) if isinstance(subs, dict) else [spec]
+    subs = _sub_specs(cfg)
+    specs = list(subs.values()) if subs is not None else [getattr(cfg, "_rl_module_spec", None)]
     out = []
     for sub in specs:
         mc = getattr(sub, "model_config", None)
-        mc = dataclasses.asdict(mc) if dataclasses.is_dataclass(mc) and not isinstance(mc, type) else mc
-        out.append(dict(mc) if isinstance(mc, dict) else dict(getattr(cfg, "_model_config", {}) or {}))
+        out.append(_as_dict(mc) if mc is not None else _as_dict(getattr(cfg, "_model_config", None)))
     return out
 
 

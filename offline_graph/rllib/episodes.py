@@ -14,7 +14,7 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from offline_graph.data.codec import MULTI_AGENT_FORMAT
 from offline_graph.data.errors import DecodeError, where
 from offline_graph.data.graph import GraphDict
-from offline_graph.data.multi_agent import MULTI_AGENT_VERSION, decode_multi_agent, is_multi_agent, unpack
+from offline_graph.data.multi_agent import MULTI_AGENT_VERSION, agent_entries, is_multi_agent, unpack
 
 
 def encode_episode(
@@ -106,17 +106,17 @@ def to_multi_agent_episode(item: bytes) -> MultiAgentEpisode:
 
     The mapping function is RLlib's default (it is never stored; mappings recorded per agent
     are kept) and the spaces are None (they live in the file metadata)."""
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
     from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 
     state = unpack(item)
-    ma = decode_multi_agent(state)  # checks the format and version
-    entries = state["agents"] if is_multi_agent(state) else []
-    if not entries:
+    if not is_multi_agent(state):
         raise DecodeError(
-            f"{where(episode_id=ma.id)}: row must be a multi-agent episode (found a single-agent "
-            "episode state). Read it with SingleAgentEpisode.from_state.",
+            f"{where(episode_id=str(state['id_']))}: row must be a multi-agent episode (found a "
+            "single-agent episode state). Read it with SingleAgentEpisode.from_state.",
             reason="decode",
         )
+    entries = agent_entries(state)
 
     def per_agent(key: str, default: Any = None) -> dict:
         return {
@@ -127,7 +127,7 @@ def to_multi_agent_episode(item: bytes) -> MultiAgentEpisode:
 
     rllib_state = {
         "id_": state["id_"],
-        "agent_to_module_mapping_fn": MultiAgentEpisode().agent_to_module_mapping_fn,
+        "agent_to_module_mapping_fn": AlgorithmConfig.DEFAULT_AGENT_TO_MODULE_MAPPING_FN,
         "_agent_to_module_mapping": {e["agent_id"]: e["module_id"] for e in entries if e["module_id"]},
         "observation_space": None,
         "action_space": None,

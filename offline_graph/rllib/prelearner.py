@@ -107,15 +107,19 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         user_pieces_only(pipeline)
         self._has_user_pieces = len(pipeline) > 1
         self.spec = spec_from_spaces(*spaces)
-        self._uris = uri_names(config.input_)  # bucket/key (Ray Data's path) -> s3://bucket/key
         self.module_id = DEFAULT_MODULE_ID
+        self.buffer = TransitionBuffer(self._init_reading(config), seed=self.settings.seed)
+
+    def _init_reading(self, config: "AlgorithmConfig") -> int:
+        """What every reading path keeps (batch size, gamma, counts, seen ids, the input's
+        URIs); returns the buffer capacity in transitions."""
+        self._uris = uri_names(config.input_)  # bucket/key (Ray Data's path) -> s3://bucket/key
         self.batch_size = int(config.train_batch_size_per_learner)
-        capacity = int(config.prelearner_buffer_kwargs.get("capacity", 10 * self.batch_size))
-        self.buffer = TransitionBuffer(capacity, seed=self.settings.seed)
         self.gamma = float(getattr(config, "gamma", 0.99))
         self.stats = ReadStats()
         self._seen_ids: dict[str, bytes] = {}
         self._collector: Any = None
+        return int(config.prelearner_buffer_kwargs.get("capacity", 10 * self.batch_size))
 
     def _init_multi_agent(self, config: "AlgorithmConfig", module_spec: Any) -> None:
         """Multi-agent set-up (:mod:`offline_graph.rllib.multi_agent`). RLlib's parent
@@ -137,14 +141,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         self.config = config
         self._module = None  # type: ignore[assignment]  # no RLModule in this actor
         spec = module_spec if module_spec is not None else config.get_multi_rl_module_spec()
-        self.batch_size = int(config.train_batch_size_per_learner)
-        capacity = int(config.prelearner_buffer_kwargs.get("capacity", 10 * self.batch_size))
-        self.router = ModuleRouter(config, spec, capacity, self.settings.seed)
-        self._uris = uri_names(config.input_)
-        self.gamma = float(getattr(config, "gamma", 0.99))
-        self.stats = ReadStats()
-        self._seen_ids = {}
-        self._collector = None
+        self.router = ModuleRouter(config, spec, self._init_reading(config), self.settings.seed)
 
     def __call__(self, batch: Dict[str, np.ndarray]) -> pa.Table:  # type: ignore[override]
         """Episode rows (``item``) or transition rows -> transition rows for the learner."""
@@ -162,9 +159,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             if self._has_user_pieces:
                 return self._run_pipeline(table_transitions=table)
             return table
-        items, paths = batch_columns(batch)
-        if self._uris:
-            paths = [self._uris.get(p, p) if p is not None else None for p in paths]
+        items, paths = self._items(batch)
         call_stats = ReadStats()
         parts = read_transitions(
             items,
@@ -192,6 +187,13 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             return self._run_pipeline(transitions=sample)
         return sample.to_arrow(columns=_keep_columns(sample))
 
+    def _items(self, batch: Any) -> tuple[list[Any], list[str | None]]:
+        """(items, paths) of episode rows; paths named as the input gave them (s3://...)."""
+        items, paths = batch_columns(batch)
+        if self._uris:
+            paths = [self._uris.get(p, p) if p is not None else None for p in paths]
+        return items, paths
+
     def _account(self, call_stats: ReadStats, items: Any, paths: Any) -> None:
         """Log this call's rejections, add its counts, and report them to the run's collector."""
         log_rejections(call_stats, "GraphOfflinePreLearner")
@@ -213,9 +215,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
                 self.stats.transitions_by_module[mid] += len(part)
             self.router.add(grouped)
             return self.router.sample_table(sum(len(t) for t in grouped.values()), self.batch_size)
-        items, paths = batch_columns(batch)
-        if self._uris:
-            paths = [self._uris.get(p, p) if p is not None else None for p in paths]
+        items, paths = self._items(batch)
         call_stats = ReadStats()
         grouped = self.router.read(
             items,
@@ -235,7 +235,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         is about one pass over the data."""
         length, context = self.settings.seq_length, self.settings.seq_context
         data = self.buffer.all()
-        per_run = min(length, max(1.0, len(data) / max(1, len(set(data.episode_index.tolist())))))
+        per_run = min(length, max(1.0, len(data) / max(1, np.unique(data.episode_index).size)))
         num = max(1, int(round(new / (self.batch_size * per_run)))) * self.batch_size
         ctx0, start, stop = sample_runs(data, self.buffer.rng, num, length, context)
         return runs_to_arrow(data, ctx0, start, stop)
