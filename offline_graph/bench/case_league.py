@@ -73,40 +73,14 @@ def record_league_data(out_dir: str, episodes: int, seed: int = 0) -> dict[str, 
 
 def league_config(n_modules: int, data_dir: str, batch_size: int, ours: bool) -> Any:
     """BC config of a league of ``n_modules`` GNN modules (2 trained); ours = configured."""
-    import gymnasium as gym
     from ray.rllib.algorithms.bc import BCConfig
-    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     import offline_graph
-    from offline_graph.env.team import TeamEnv
-    from offline_graph.env.team_policies import team_policy_mapping_fn
+    from offline_graph.env.team import team_offline_config
 
-    env = TeamEnv()
-    osp: dict[Any, Any] = dict(env.observation_spaces or {})
-    asp: dict[Any, Any] = dict(env.action_spaces or {})
-    specs = {
-        name: RLModuleSpec(
-            module_class=offline_graph.GNNModule,
-            observation_space=osp[f"{TRAINED[i % 2]}_0"],
-            action_space=asp[f"{TRAINED[i % 2]}_0"],
-            model_config=dict(MODEL_CONFIG),
-        )
-        for i, name in enumerate(module_names(n_modules))
-    }
-    config = (
-        BCConfig()
-        .environment(observation_space=gym.spaces.Dict(osp), action_space=gym.spaces.Dict(asp))
-        .multi_agent(
-            policies=set(specs), policy_mapping_fn=team_policy_mapping_fn, policies_to_train=list(TRAINED)
-        )
-        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
-        .offline_data(
-            input_=[data_dir],
-            input_read_episodes=True,
-            prelearner_class=offline_graph.GraphOfflinePreLearner,
-        )
-        .training(train_batch_size_per_learner=batch_size, lr=1e-3)
+    kinds = {name: TRAINED[i % 2] for i, name in enumerate(module_names(n_modules))}
+    config = team_offline_config(BCConfig(), data_dir, kinds, MODEL_CONFIG, TRAINED).training(
+        train_batch_size_per_learner=batch_size, lr=1e-3
     )
     return offline_graph.configure(config) if ours else config
 

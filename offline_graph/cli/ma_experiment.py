@@ -167,43 +167,21 @@ RESULT_KEYS = ("mean_return", "normalized", "illegal_actions", "expert_return", 
 
 def build_config(row: Row, data: str, seed: int, s: Config) -> Any:
     """The RLlib multi-agent BC / MARWIL config of one run (``offline_graph.configure``d)."""
-    import gymnasium as gym
     from ray.rllib.algorithms.bc import BCConfig
     from ray.rllib.algorithms.marwil import MARWILConfig
-    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     import offline_graph
-    from offline_graph.env.team import TeamEnv
-    from offline_graph.env.team_policies import team_policy_mapping_fn
+    from offline_graph.env.team import team_offline_config
 
-    env = TeamEnv()
-    osp: dict[Any, Any] = dict(env.observation_spaces or {})
-    asp: dict[Any, Any] = dict(env.action_spaces or {})
-    specs = {
-        kind: RLModuleSpec(
-            module_class=offline_graph.GNNModule,
-            observation_space=osp[f"{kind}_0"],
-            action_space=asp[f"{kind}_0"],
-            model_config={"hidden": s.hidden, "layers": s.layers},
-        )
-        for kind in MODULES
-    }
     marwil: dict[str, Any] = (
         {"beta": row.beta, "gamma": s.gamma, "moving_average_sqd_adv_norm_update_rate": s.adv_norm_rate}
         if row.algo == "marwil"
         else {}
     )
+    algo = MARWILConfig() if row.algo == "marwil" else BCConfig()
+    model_config = {"hidden": s.hidden, "layers": s.layers}
     config = (
-        (MARWILConfig() if row.algo == "marwil" else BCConfig())
-        .environment(observation_space=gym.spaces.Dict(osp), action_space=gym.spaces.Dict(asp))
-        .multi_agent(
-            policies=set(MODULES), policy_mapping_fn=team_policy_mapping_fn, policies_to_train=list(MODULES)
-        )
-        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
-        .offline_data(
-            input_=[data], input_read_episodes=True, prelearner_class=offline_graph.GraphOfflinePreLearner
-        )
+        team_offline_config(algo, data, {kind: kind for kind in MODULES}, model_config, MODULES)
         .training(train_batch_size_per_learner=s.batch_size, lr=s.lr, **marwil)
         .learners(num_learners=s.num_learners)
         .debugging(seed=seed)
