@@ -9,9 +9,9 @@ action; actions only decide when an episode ends).
 NOTE: evaluating with the seed the training data was recorded with replays the *training*
 graphs. Use a different seed (``DEFAULT_EVAL_SEED``) for a held-out score.
 
-The module is run greedily: ``argmax`` of ``forward_inference``'s logits. Episodes run in
-lockstep (``num_envs`` env copies at once) and the current observations of all running
-episodes go through one batched forward pass; each episode has its own env instance, so the
+The module is run greedily (``argmax`` of ``forward_inference``'s logits; modules with memory
+step by step with their state, :mod:`.stepwise`). Episodes run in lockstep (``num_envs`` env
+copies, one batched forward pass per step, each episode in its own env instance), so the
 result does not depend on ``num_envs``.
 
 Also here: :func:`restore_module`, the RLModule alone from an ``algo.save_to_path``
@@ -46,7 +46,7 @@ from offline_graph.jobs.recording import (
     policy_for,
 )
 from offline_graph.data.spaces import selection_level
-from offline_graph.rllib.stepwise import StepStates, is_stateful, stateful_greedy_actions
+from offline_graph.rllib.stepwise import StepStates, is_stateful
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -202,18 +202,28 @@ def obs_batch(
     }
 
 
-def greedy_actions(module: Any, observations: Sequence[GraphDict], edge_dim: int | None) -> np.ndarray:
+def greedy_actions(
+    module: Any,
+    observations: Sequence[GraphDict],
+    edge_dim: int | None,
+    states: StepStates | None = None,
+    slots: Sequence[int] = (),
+) -> np.ndarray:
     """Greedy actions for a list of observations, through RLlib's own path:
     ``get_inference_action_dist_cls().from_logits(forward_inference(...)[ACTION_DIST_INPUTS])
-    .to_deterministic().sample()`` (argmax of the logits; for node/edge selection the most
-    likely allowed node/edge, a local index of each graph)."""
+    .to_deterministic().sample()`` (argmax; node/edge selection: the most likely allowed one, a
+    local index). ``states`` (memory): the ``slots``' STATE_IN and STATE_OUT."""
     import torch
     from ray.rllib.core.columns import Columns
 
     level = selection_level(getattr(module, "action_space", None))
     with torch.no_grad():
         batch = obs_batch(observations, edge_dim, module_device(module), level)
+        if states is not None:
+            batch[Columns.STATE_IN] = states.batch(slots, observations, module_device(module))
         out = module.forward_inference(batch)
+        if states is not None:
+            states.update(slots, observations, out[Columns.STATE_OUT])
         logits = out[Columns.ACTION_DIST_INPUTS]
         get_dist = getattr(module, "get_inference_action_dist_cls", None)
         if get_dist is None:  # a bare forward_inference stand-in: argmax of its logits
@@ -309,11 +319,7 @@ def _evaluate_module(
         start(slot)
     while running:
         slots = sorted(running)
-        step_obs = [running[s][1] for s in slots]
-        if states is None:
-            actions = greedy_actions(module, step_obs, edge_dim)
-        else:
-            actions = stateful_greedy_actions(module, step_obs, edge_dim, states, slots)
+        actions = greedy_actions(module, [running[s][1] for s in slots], edge_dim, states, slots)
         for slot, action in zip(slots, actions):
             ep, current = running.pop(slot)
             obs, reward, terminated, truncated, info = envs[slot].step(int(action))
@@ -379,9 +385,7 @@ def learner_module(algo: Algorithm, module_id: str | None = None) -> RLModule | 
     from offline_graph.rllib.algorithms import learner_module_copy
 
     warnings.warn("learner_module(algo) is algo.get_module() now.", DeprecationWarning, stacklevel=2)
-    if module_id is None:
-        return learner_module_copy(algo)
-    return learner_module_copy(algo, module_id)
+    return learner_module_copy(algo) if module_id is None else learner_module_copy(algo, module_id)
 
 
 def restore_algorithm(checkpoint: str) -> Algorithm:

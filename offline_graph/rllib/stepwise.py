@@ -1,4 +1,5 @@
-"""Step-by-step greedy acting for modules with memory, through RLlib's stateful-module API.
+"""Per-episode states for modules with memory, through RLlib's stateful-module API (used by
+:func:`offline_graph.rllib.evaluation.greedy_actions` to act step by step).
 
 A module with ``frame_stack > 1`` or ``memory`` (``module.is_stateful()``) keeps a state per
 episode: ``get_initial_state()`` at the episode's start, then each step's
@@ -71,29 +72,3 @@ class StepStates:
                 pieces = list(value)
             for slot, piece in zip(slots, pieces):
                 self.states[slot][key] = piece
-
-
-def stateful_greedy_actions(
-    module: Any,
-    observations: Sequence[GraphDict],
-    edge_dim: int | None,
-    states: StepStates,
-    slots: Sequence[int],
-) -> np.ndarray:
-    """Greedy actions for one step of ``slots``' episodes, threading their states."""
-    import torch
-    from ray.rllib.core.columns import Columns
-
-    from offline_graph.data.spaces import selection_level
-    from offline_graph.rllib.evaluation import module_device, obs_batch
-
-    level = selection_level(getattr(module, "action_space", None))
-    with torch.no_grad():
-        device = module_device(module)
-        batch = obs_batch(observations, edge_dim, device, level)
-        batch[Columns.STATE_IN] = states.batch(slots, observations, device)
-        out = module.forward_inference(batch)
-        logits = out[Columns.ACTION_DIST_INPUTS]
-        actions = module.get_inference_action_dist_cls().from_logits(logits).to_deterministic().sample()
-        states.update(slots, observations, out[Columns.STATE_OUT])
-    return actions.cpu().numpy().astype(np.int64)
