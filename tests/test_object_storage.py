@@ -6,6 +6,7 @@ a fixture; our code sees it only through the standard variables (``AWS_ENDPOINT_
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -356,4 +357,5 @@ def test_multi_agent_episodes_written_to_a_bucket_inspect_and_train(s3_env):
         finally:
             algo.stop()
     finally:
+        gc.collect()  # finalize the learners' Ray Data iterators while Ray still runs
         ray.shutdown()
