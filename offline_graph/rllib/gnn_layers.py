@@ -29,6 +29,19 @@ from offline_graph.rllib.settings import CONVS
 POOLS = {"mean": 1, "max": 1, "sum": 1, "meanmax": 2}
 
 
+def pool_nodes(h: torch.Tensor, batch: torch.Tensor, num_graphs: int, pool: str) -> torch.Tensor:
+    """``h [sumN, H]`` pooled per graph -> ``[num_graphs, H * POOLS[pool]]`` (``size`` fixes the
+    graph count, never inferred; "meanmax" concatenates mean and max)."""
+    if pool == "mean":
+        return global_mean_pool(h, batch, size=num_graphs)
+    if pool == "max":
+        return global_max_pool(h, batch, size=num_graphs)
+    if pool == "sum":
+        return global_add_pool(h, batch, size=num_graphs)
+    mean = global_mean_pool(h, batch, size=num_graphs)
+    return torch.cat([mean, global_max_pool(h, batch, size=num_graphs)], dim=-1)
+
+
 class GraphEncoding(NamedTuple):
     """Encoder output: node embeddings [sumN, hidden], graph embeddings [B, out_dim], index."""
 
@@ -128,16 +141,4 @@ class GraphEncoder(nn.Module):
 
     def readout(self, h: torch.Tensor, batch: torch.Tensor, num_graphs: int) -> torch.Tensor:
         """Pool node embeddings into [num_graphs, out_dim] (``size`` fixes B, never inferred)."""
-        if self.pool == "mean":
-            return global_mean_pool(h, batch, size=num_graphs)
-        if self.pool == "max":
-            return global_max_pool(h, batch, size=num_graphs)
-        if self.pool == "sum":
-            return global_add_pool(h, batch, size=num_graphs)
-        return torch.cat(
-            [
-                global_mean_pool(h, batch, size=num_graphs),
-                global_max_pool(h, batch, size=num_graphs),
-            ],
-            dim=-1,
-        )
+        return pool_nodes(h, batch, num_graphs, self.pool)

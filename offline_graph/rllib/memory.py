@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch_geometric.nn import global_add_pool, global_max_pool, global_mean_pool
 
-from offline_graph.rllib.gnn_layers import GraphEncoding
+
+from offline_graph.rllib.gnn_layers import GraphEncoding, pool_nodes
 
 MEMORY_KINDS = (None, "gru", "node_gru")
 RUN_KEYS = ("prev", "seq_pos", "node_prev", "target")
@@ -34,18 +34,6 @@ State = dict[str, torch.Tensor]
 def is_run_layout(obs: dict[str, Any]) -> bool:
     """True for the training layout of runs (``prev`` / ``target`` keys present)."""
     return "prev" in obs or "target" in obs
-
-
-def pool_nodes(h: torch.Tensor, batch: torch.Tensor, num_graphs: int, pool: str) -> torch.Tensor:
-    """The encoder's pooling (same ``POOLS`` kinds): ``h [sumN, H]`` -> ``[G, H * POOLS[pool]]``."""
-    if pool == "mean":
-        return global_mean_pool(h, batch, size=num_graphs)
-    if pool == "max":
-        return global_max_pool(h, batch, size=num_graphs)
-    if pool == "sum":
-        return global_add_pool(h, batch, size=num_graphs)
-    mean = global_mean_pool(h, batch, size=num_graphs)
-    return torch.cat([mean, global_max_pool(h, batch, size=num_graphs)], dim=-1)
 
 
 def run_index(obs: dict[str, Any], key: str, device: torch.device) -> torch.Tensor:
