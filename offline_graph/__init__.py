@@ -66,7 +66,7 @@ _EXPORTS: dict[str, str] = {
     "graph_space": "offline_graph.data.space_text",
     "parse_space": "offline_graph.data.space_text",
     "space_text": "offline_graph.data.space_text",
-    "resolve_spaces": "offline_graph.jobs.spaces",
+    "resolve_spaces": "offline_graph.env.data_spaces",
     "graph_to_dict": "offline_graph.data.graph",
     "dict_to_graph": "offline_graph.data.graph",
     "collate": "offline_graph.data.collate",
@@ -95,7 +95,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.data.graph import dict_to_graph, graph_to_dict
     from offline_graph.data.space_text import graph_space, parse_space, space_text
     from offline_graph.data.spaces import EdgeAction, NodeAction
-    from offline_graph.jobs.spaces import resolve_spaces
+    from offline_graph.env.data_spaces import resolve_spaces
     from offline_graph.rllib.algorithms import GraphBC, GraphMARWIL
     from offline_graph.rllib.collate_fn import GraphCollateFn
     from offline_graph.rllib.configure import configure, data_report

@@ -92,7 +92,7 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from offline_graph import GNNModule, data_report
-    from offline_graph.jobs import accounting
+    from offline_graph.rllib import accounting
 
     obs, edge_dim = eval_observations(8)
     algo = expert_config("bc", 0, EXPERT).build_algo()

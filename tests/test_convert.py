@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
-from offline_graph.jobs.convert import REPORT_NAME, ConvertConfig, ConvertEpisodes, convert
+from offline_graph.jobs.conversion import REPORT_NAME
+from offline_graph.jobs.convert import ConvertConfig, ConvertEpisodes, convert
 from offline_graph.rllib.episodes import encode_episode
 from offline_graph.data.format import read_file_metadata
 from offline_graph.data.reader import read_episodes

@@ -171,9 +171,10 @@ def test_record_convert_bucket_to_bucket_then_train(s3_env, tmp_path):
 
     from offline_graph.cli import evaluate as evaluate_cli
     from offline_graph.cli import train as train_cli
-    from offline_graph.jobs.convert import REPORT_NAME, ConvertConfig, convert
+    from offline_graph.jobs.conversion import REPORT_NAME
+    from offline_graph.jobs.convert import ConvertConfig, convert
     from offline_graph.jobs.recording import plan_jobs, record
-    from offline_graph.jobs.spaces import resolve_spaces
+    from offline_graph.env.data_spaces import resolve_spaces
     from offline_graph.data.reader import spec_from_spaces
 
     eps = f"{s3_env}/run/episodes"

@@ -20,7 +20,7 @@ import pytest
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.format import read_file_metadata
 from offline_graph.data.holdout import held_out
-from offline_graph.jobs.spaces import resolve_spaces
+from offline_graph.env.data_spaces import resolve_spaces
 from tests.helpers import write_episode_file
 
 F, K, EPISODES = 5, 3, 20
@@ -131,7 +131,7 @@ def test_configure_resolves_missing_spaces(outside, caplog):
     import offline_graph
 
     config = BCConfig().offline_data(input_=[outside], input_read_episodes=True)
-    with caplog.at_level(logging.WARNING, logger="offline_graph.jobs.spaces"):
+    with caplog.at_level(logging.WARNING, logger="offline_graph.env.data_spaces"):
         offline_graph.configure(config)
     assert offline_graph.space_text(config.observation_space) == "graph:F=5"
     assert config.action_space == gym.spaces.Discrete(3)

@@ -2,7 +2,7 @@
 
 Also the learner-batch bytes per trained transition of modules with memory (stacked frames
 k = 1, 4, 8 and GRU burn-in, :mod:`offline_graph.bench.case_frames`), and the byte
-accounting helpers: :func:`tensor_bytes`, :func:`learner_batch_breakdown` (the
+accounting helpers: :func:`learner_batch_breakdown` (the
 ``GraphCollateFn`` batch split into real payload, ``batch`` + ``ptr`` and per-row scalars) and
 :func:`table_payload`.
 """
@@ -16,20 +16,9 @@ import pyarrow as pa
 
 from offline_graph.bench.case_frames import case_frames
 from offline_graph.bench.data import dir_bytes, read_items
-from offline_graph.bench.harness import BenchContext, Row, item_batch, learner_rows
+from offline_graph.bench.harness import BenchContext, Row, item_batch, learner_rows, tensor_bytes
 from offline_graph.bench.stock_data import padded_spaces, repeated_worst_case_bytes
 from offline_graph.bench.synthetic import DataConfig, payload_bytes
-
-
-def tensor_bytes(batch: dict[str, Any]) -> int:
-    """Bytes of all tensors / arrays in a (flat) batch dict."""
-    total = 0
-    for v in batch.values():
-        if hasattr(v, "element_size"):
-            total += v.element_size() * v.nelement()
-        else:
-            total += np.asarray(v).nbytes
-    return int(total)
 
 
 def learner_batch_breakdown(table: Any, module_id: str | None = None) -> dict[str, int]:

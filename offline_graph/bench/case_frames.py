@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from offline_graph.bench.harness import BenchContext, Row
+from offline_graph.bench.harness import BenchContext, Row, tensor_bytes
 from offline_graph.data.sequences import runs_to_arrow, sample_runs
 from offline_graph.data.transitions import Transitions
 
@@ -57,7 +57,6 @@ class Layout:
 
 def _collate_bytes(table: Any) -> tuple[int, int, int]:
     """(tensor bytes, trained transitions, graphs) of the learner batch of ``table``."""
-    from offline_graph.bench.case_bytes import tensor_bytes
     from offline_graph.rllib.collate_fn import GraphCollateFn
 
     out = GraphCollateFn()(table)

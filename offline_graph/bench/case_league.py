@@ -76,7 +76,7 @@ def league_config(n_modules: int, data_dir: str, batch_size: int, ours: bool) ->
     from ray.rllib.algorithms.bc import BCConfig
 
     import offline_graph
-    from offline_graph.env.team import team_offline_config
+    from offline_graph.rllib.team_config import team_offline_config
 
     kinds = {name: TRAINED[i % 2] for i, name in enumerate(module_names(n_modules))}
     config = team_offline_config(BCConfig(), data_dir, kinds, MODEL_CONFIG, TRAINED).training(

@@ -279,3 +279,14 @@ def seconds_per_call(fn: Callable[[], Any], min_s: float = 0.2) -> float:
         el = time.perf_counter() - start
         if el >= min_s:
             return el / n
+
+
+def tensor_bytes(batch: dict[str, Any]) -> int:
+    """Bytes of all tensors / arrays in a (flat) batch dict."""
+    total = 0
+    for v in batch.values():
+        if hasattr(v, "element_size"):
+            total += v.element_size() * v.nelement()
+        else:
+            total += np.asarray(v).nbytes
+    return int(total)

@@ -6,7 +6,7 @@
 
 The observation/action spaces that episodes are validated against come from the input's
 metadata, ``--env``, ``--observation-space`` / ``--action-space``, else they are inferred from
-the data (:mod:`offline_graph.jobs.spaces`); the rows' metadata records them. Writes
+the data (:mod:`offline_graph.env.data_spaces`); the rows' metadata records them. Writes
 ``transitions-*.parquet`` and ``_conversion_report.json`` into ``--output``.
 """
 
@@ -103,17 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     from offline_graph.data.errors import OfflineGraphError
     from offline_graph.data.files import scan_files
     from offline_graph.data.reader import spec_from_spaces
-    from offline_graph.jobs.convert import REPORT_NAME, ConvertConfig, convert
-    from offline_graph.jobs.spaces import resolve_spaces
+    from offline_graph.jobs.conversion import REPORT_NAME
+    from offline_graph.jobs.convert import ConvertConfig, convert
+    from offline_graph.env.data_spaces import resolve_spaces
 
     try:
         scan = scan_files(args.input, args.on_error)
         from offline_graph.data.ma_stats import is_multi_agent_data
 
         if is_multi_agent_data(scan.files, scan.metadata):
-            from offline_graph.jobs.ma_convert import main_multi_agent
-
-            return main_multi_agent(args, scan)
+            return _main_multi_agent(args, scan)
         spaces = resolve_spaces(
             scan=scan,
             env=args.env,
@@ -134,6 +133,42 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"transitions out: {report['transitions_out']}  in {report['seconds']:.1f} s "
         f"({report['transitions_per_s']:.0f}/s)  bytes in/out: "
+        f"{report['bytes_in']}/{report['bytes_out']}"
+    )
+    print(f"report: {storage.join(args.output, REPORT_NAME)}")
+    return 0
+
+
+def _main_multi_agent(args: Any, scan: Any) -> int:
+    """``offline-graph convert`` on multi-agent input (``args``: the CLI's Args)."""
+    if args.observation_space or args.action_space:
+        print(
+            "offline-graph convert: --observation-space / --action-space must not be given for "
+            "multi-agent data (found them). Each agent's spaces come from the metadata "
+            "'agent_spaces' or are inferred per agent id.",
+            file=sys.stderr,
+        )
+        return 2
+    from offline_graph.data.errors import OfflineGraphError
+    from offline_graph.data.ma_stats import resolve_agent_spaces
+    from offline_graph.jobs.conversion import REPORT_NAME
+    from offline_graph.jobs.ma_convert import MultiAgentConvertConfig, convert_multi_agent
+
+    try:
+        spaces = resolve_agent_spaces(scan.files, scan.metadata, "convert")
+    except OfflineGraphError as err:
+        print(f"offline-graph convert: {err}", file=sys.stderr)
+        return 2
+    for key, texts in sorted(spaces.texts.items()):
+        print(f"agent {key}: {texts['observation_space']} / {texts['action_space']} ({texts['source']})")
+    env = args.env or scan.metadata.get("env")
+    env_config = args.env_config if args.env_config is not None else scan.metadata.get("env_config")
+    source = recorded_source(scan.metadata, env, env_config)
+    report = run_conversion(args, convert_multi_agent, MultiAgentConvertConfig, source, agent_spaces=spaces)
+    for key, a in report["agents"].items():
+        print(f"agent {key}: transitions {a['transitions']}  episodes {a['episodes']}")
+    print(
+        f"agent steps out: {report['transitions_out']}  in {report['seconds']:.1f} s  bytes in/out: "
         f"{report['bytes_in']}/{report['bytes_out']}"
     )
     print(f"report: {storage.join(args.output, REPORT_NAME)}")

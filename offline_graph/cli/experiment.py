@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from offline_graph.cli import train
+from offline_graph.cli.train_config import Algo as TrainAlgo
 from offline_graph.cli.arguments import (
     arg,
     bad_value,
@@ -70,7 +71,7 @@ class Row:
     key: str
     data: str
     """``expert`` or ``mixed``."""
-    algo: train.Algo
+    algo: TrainAlgo
     beta: float | None = None
     bag_of_nodes: bool = False
 

@@ -59,9 +59,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
 
 
 def _spaces(cfg: Config) -> dict[str, str] | None:
-    """The data's spaces and where they came from (:mod:`offline_graph.jobs.spaces`); None
+    """The data's spaces and where they came from (:mod:`offline_graph.env.data_spaces`); None
     (with a note on stderr) when nothing pins them and they cannot be inferred."""
-    from offline_graph.jobs.spaces import resolve_spaces
+    from offline_graph.env.data_spaces import resolve_spaces
 
     given = (cfg.env, cfg.observation_space, cfg.action_space)
     try:

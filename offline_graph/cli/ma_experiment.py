@@ -171,7 +171,7 @@ def build_config(row: Row, data: str, seed: int, s: Config) -> Any:
     from ray.rllib.algorithms.marwil import MARWILConfig
 
     import offline_graph
-    from offline_graph.env.team import team_offline_config
+    from offline_graph.rllib.team_config import team_offline_config
 
     marwil: dict[str, Any] = (
         {"beta": row.beta, "gamma": s.gamma, "moving_average_sqd_adv_norm_update_rate": s.adv_norm_rate}

@@ -1,4 +1,5 @@
-"""The RLlib side of ``offline-graph train``: the BCConfig / MARWILConfig of a :class:`Config`.
+"""``offline-graph train``'s settings (:class:`Config`) and their RLlib side: the
+BCConfig / MARWILConfig of a :class:`Config`.
 
 Also what building it needs from the data (the first file's offline_graph metadata) and the
 quieting of Ray Data's progress logging.
@@ -7,10 +8,107 @@ quieting of Ray Data's progress logging.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from offline_graph.cli.train import Config
+from offline_graph.cli.arguments import bounded
+from offline_graph.data.reader import OnError
+from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
+from offline_graph.rllib.settings import Conv
+
+DEFAULT_HOLDOUT = 0.1
+"""--holdout when there is no env to evaluate in."""
+Algo = Literal["bc", "marwil"]
+"""The message-passing layers of :mod:`offline_graph.rllib.gnn_layers` (its ``CONVS``)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of one training + evaluation run."""
+
+    algo: Algo
+    """Algorithm: bc (behaviour cloning) or marwil (advantage-weighted BC; --beta 0 is BC)."""
+    data: str
+    """Parquet file or directory of episode files (offline-graph record) or converted
+    transition rows (offline-graph convert); the kind is read from the file metadata."""
+    checkpoint: str
+    """Output directory: RLlib checkpoint (algo.save_to_path), learning_curve.png and
+    summary.json."""
+    iterations: int = field(default=10, metadata=bounded(1, hint="Train for at least one iteration."))
+    """Number of algo.train() calls."""
+    num_learners: int = field(default=0, metadata=bounded(0, hint="0 trains in this process."))
+    """0: one learner in this process; N >= 1: N remote learners (DDP, N batches per update)."""
+    updates_per_iteration: int = 10
+    """Learner updates per iteration (RLlib's dataset_num_iters_per_learner; >= 2 with
+    --num-learners 0)."""
+    eval_episodes: int = field(default=50, metadata=bounded(0, hint="0 skips the evaluation."))
+    """Episodes for evaluating the trained module, the expert and the random policy (same
+    seeds for all three); 0 skips evaluation."""
+    eval_seed: int = DEFAULT_EVAL_SEED
+    """Seed of the evaluation episodes. Keep it different from the seed the data was
+    recorded with, or the evaluation replays the training graphs."""
+    batch_size: int = field(
+        default=256, metadata=bounded(1, hint="It is the number of transitions per learner batch.")
+    )
+    """Transitions per learner batch (train_batch_size_per_learner)."""
+    lr: float = field(default=1e-3, metadata=bounded(0.0, hint="It is Adam's learning rate.", low_open=True))
+    """Adam learning rate."""
+    beta: float | None = field(default=None, metadata=bounded(0.0, hint="0 turns MARWIL into BC."))
+    """MARWIL's advantage temperature (default 1.0; 0 turns MARWIL into BC). Not for bc."""
+    hidden: int = 64
+    """GNN node embedding width."""
+    layers: int = 2
+    """Number of message-passing layers."""
+    conv: Conv | None = None
+    """Message-passing layer: gcn, sage, gin or gine (default: gine with edge features, else
+    gin)."""
+    bag_of_nodes: bool = False
+    """Ignore edges (per-node layers + pooling): the structure-blind baseline."""
+    frame_stack: int = field(default=1, metadata=bounded(1, hint="1 is one graph per decision."))
+    """Stacked frames: the policy at step t sees the graphs of steps t-K+1..t."""
+    memory: Literal["gru", "node_gru"] | None = None
+    """Recurrent memory: gru (a per-graph state) or node_gru (a per-node state; nodes keep
+    their index within an episode)."""
+    max_seq_len: int = field(default=20, metadata=bounded(1, hint="It is a number of steps."))
+    """With --frame-stack / --memory: trained steps per run; --batch-size then counts runs
+    of up to this many steps."""
+    seed: int = 0
+    """Training seed (RLlib's torch seeds and the prelearner's batch sampling)."""
+    on_error: OnError = "raise"
+    """Bad episode rows: raise (stop, naming the file/row/episode) or skip (count and go on)."""
+    curve: str | None = None
+    """Learning-curve PNG path (default: <checkpoint>/learning_curve.png)."""
+    num_gpus_per_learner: float = field(default=0, metadata=bounded(0.0, hint="0 trains on CPU."))
+    """GPUs per learner (with --num-learners 0: the local learner's GPU)."""
+    env: str | None = None
+    """Evaluation env id or module:ClassName (default: the env named in the data's metadata;
+    none: no env evaluation, offline metrics on held-out episodes instead). Its spaces must
+    match the data's."""
+    env_config: dict = field(default_factory=dict)
+    """Keyword arguments of the env, as a JSON object."""
+    observation_space: str | None = None
+    """Observation space as compact text, e.g. graph:F=5,D=3 or graph:F=5 (edges without
+    features). Default: the data's metadata, the env's, else inferred from the data."""
+    action_space: str | None = None
+    """Action space as compact text: discrete:K, node:MAX_NODES or edge:MAX_EDGES. Default:
+    as --observation-space."""
+    holdout: float | None = field(
+        default=None,
+        metadata=bounded(
+            0.0, 1.0, hint="It is the fraction of episodes kept out of training.", high_open=True
+        ),
+    )
+    """Fraction of episodes kept out of training, by a hash of the episode id and
+    --holdout-seed; the trained module's action agreement and log-likelihood on them are
+    reported (default: 0.1 when there is no env to evaluate in, else 0)."""
+    holdout_seed: int = 0
+    """Seed of the held-out split."""
+    num_cpus: int | None = None
+    """CPUs for ray.init when this script starts Ray (default: all)."""
+    torch_threads: int = field(default=1, metadata=bounded(0, hint="0 leaves torch's default."))
+    """torch intra-op threads of this process, where the local learner (--num-learners 0)
+    and the evaluation run (0 leaves torch's default). Batches are small; on a shared 2-CPU
+    machine two spinning threads per process made iterations up to ~8x slower."""
 
 
 def data_metadata(files: list[str]) -> dict[str, Any]:

@@ -9,15 +9,13 @@ reads them as int64 or names the first step that holds no integer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from offline_graph.data.columns import GraphColumns
 from offline_graph.data.errors import GraphValidationError
-
-if TYPE_CHECKING:
-    from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.spec import EpisodeSpec
 
 
 def _fail(reason: str, msg: str) -> GraphValidationError:

@@ -22,7 +22,7 @@ from offline_graph.data.errors import (
     where,
 )
 from offline_graph.data import storage
-from offline_graph.data.format import parse_metadata
+from offline_graph.data.format import parse_metadata, read_file_metadata
 
 REQUIRED: dict[str, dict[str, tuple[pa.DataType, ...] | None]] = {
     "episodes": {"item": (pa.binary(), pa.large_binary())},
@@ -129,3 +129,24 @@ def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> Fil
         )
     scan.kind = found.pop() if found else None
     return scan
+
+
+def read_episode_table(file: str) -> tuple[dict[str, Any], pa.Table]:
+    """The metadata and the table of an episode ``file`` for inspect; raises if the file is
+    not of kind ``episodes`` or has no ``item`` column."""
+    meta = read_file_metadata(file)
+    if meta.get("kind") != "episodes":
+        raise FormatVersionError(
+            f"{where(file=file)}: file kind must be 'episodes' (found {meta.get('kind')!r}). "
+            "inspect reads recorded episode files; inspect the episodes a transition "
+            "file was converted from instead."
+        )
+    with storage.open_input_file(file) as fh:
+        table = pq.read_table(fh)
+    if "item" not in table.column_names:
+        raise SchemaError(
+            f"{where(file=file)}: column 'item' must be present (found columns "
+            f"{table.column_names}). Episode files hold one msgpack episode per row in "
+            "column 'item'."
+        )
+    return meta, table

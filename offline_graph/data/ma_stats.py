@@ -33,6 +33,7 @@ from offline_graph.data.errors import (
     OfflineGraphError,
     where,
 )
+from offline_graph.data.files import read_episode_table
 from offline_graph.data.format import read_file_metadata
 from offline_graph.data.multi_agent import AgentEpisode, decode_multi_agent, is_multi_agent, unpack
 from offline_graph.data.reader import OnError, ReadStats, spec_from_spaces
@@ -216,8 +217,6 @@ def _percentiles(values: list[np.ndarray]) -> dict[str, float | int]:
 
 def inspect_multi_agent(path: str, files: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
     """Read, validate and summarize every multi-agent episode under ``path`` (``files``)."""
-    from offline_graph.data.stats import read_episode_table
-
     meta0 = read_file_metadata(files[0])
     spaces = resolve_agent_spaces(files, meta0, "inspect")
     stats = ReadStats()

@@ -12,7 +12,7 @@ Text form (``--observation-space`` / ``--action-space``, and what converted rows
 validation spec and :func:`space_code` the Python that builds a space (for messages).
 :func:`infer_spaces` reads the spaces off decoded episodes (F, D, whether masks exist, the action
 kind; ``Discrete`` K = largest action + 1; selection limits = the largest node / edge count
-seen), for data with no metadata and no env. Which source wins: :mod:`offline_graph.jobs.spaces`.
+seen), for data with no metadata and no env. Which source wins: :mod:`offline_graph.env.data_spaces`.
 """
 
 from __future__ import annotations

@@ -27,19 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from offline_graph.data.codec import RawEpisode, decode_state
 from offline_graph.data.errors import (
     ConfigError,
-    FormatVersionError,
     OfflineGraphError,
-    SchemaError,
     where,
 )
 from offline_graph.data import storage
-from offline_graph.data.files import list_files
+from offline_graph.data.files import list_files, read_episode_table
 from offline_graph.data.format import read_file_metadata
 from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
 
@@ -136,27 +132,6 @@ def _check_spec(spec: EpisodeSpec, col: Collected, ctx: str) -> None:
             reason="spec_mismatch",
         )
         raise err
-
-
-def read_episode_table(file: str) -> tuple[dict[str, Any], pa.Table]:
-    """The metadata and the table of an episode ``file`` for inspect; raises if the file is
-    not of kind ``episodes`` or has no ``item`` column."""
-    meta = read_file_metadata(file)
-    if meta.get("kind") != "episodes":
-        raise FormatVersionError(
-            f"{where(file=file)}: file kind must be 'episodes' (found {meta.get('kind')!r}). "
-            "inspect reads recorded episode files; inspect the episodes a transition "
-            "file was converted from instead."
-        )
-    with storage.open_input_file(file) as fh:
-        table = pq.read_table(fh)
-    if "item" not in table.column_names:
-        raise SchemaError(
-            f"{where(file=file)}: column 'item' must be present (found columns "
-            f"{table.column_names}). Episode files hold one msgpack episode per row in "
-            "column 'item'."
-        )
-    return meta, table
 
 
 def collect(path: str, *, strict: bool = False) -> Collected:
@@ -304,7 +279,7 @@ def format_table(s: dict[str, Any]) -> str:
         ("episodes", str(s["episodes"])),
         ("transitions", str(s["transitions"])),
     ]
-    if s.get("spaces"):  # set by `offline-graph inspect` (offline_graph.jobs.spaces)
+    if s.get("spaces"):  # set by `offline-graph inspect` (offline_graph.env.data_spaces)
         sp = s["spaces"]
         rows.append(("spaces", f"{sp['observation_space']} / {sp['action_space']} ({sp['source']})"))
     if s["episodes_rejected"]:

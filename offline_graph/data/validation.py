@@ -41,23 +41,9 @@ from offline_graph.data.action_checks import check_actions_rewards
 from offline_graph.data.columns import GraphColumns, counts_to_ptr, masks_or_allowed
 from offline_graph.data.codec import RawEpisode
 from offline_graph.data.errors import GraphValidationError, where
+from offline_graph.data.spec import EpisodeSpec
 
 __all__ = ["Episode", "EpisodeSpec", "check_actions_rewards", "check_values", "validate_episode", "values_ok"]
-
-
-@dataclass(frozen=True)
-class EpisodeSpec:
-    """What a valid episode looks like."""
-
-    num_features: int
-    """F: node feature size of the observation space."""
-    edge_dim: int | None
-    """D: edge feature size, or None when the space has no edge features."""
-    num_actions: int
-    """k: actions must be integers in ``0..k-1`` (selection spaces: the space's limit)."""
-    action_level: str | None = None
-    """None: graph-level ``Discrete(k)`` actions; "node" / "edge": ``NodeAction`` /
-    ``EdgeAction`` (the action indexes this step's nodes / edges; ``action_mask`` allowed)."""
 
 
 @dataclass

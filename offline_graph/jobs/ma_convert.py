@@ -37,7 +37,6 @@ action_space}}``), ``gamma`` and the recording facts; ``_conversion_report.json`
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -49,15 +48,14 @@ import pyarrow.parquet as pq
 from offline_graph.data import storage
 from offline_graph.data.errors import (
     GraphValidationError,
-    OfflineGraphError,
 )
-from offline_graph.data.files import FileScan
 from offline_graph.data.format import make_metadata
 from offline_graph.data.ma_stats import AgentSpaces, read_parts, resolve_agent_spaces
 from offline_graph.data.reader import ReadStats, batch_columns
 from offline_graph.data.transitions import Transitions
 from offline_graph.data.validation import EpisodeSpec
-from offline_graph.jobs import accounting
+from offline_graph.jobs import conversion
+from offline_graph.rllib import accounting
 
 _ragged = pa.list_(pa.list_(pa.float32()))
 MA_SCHEMA = pa.schema(
@@ -140,20 +138,18 @@ class _Part:
 class ConvertMultiAgentEpisodes:
     """Ray Data map function: a batch of multi-agent episode rows -> all of their agent steps.
     ``spec``: the per-agent specs as a tuple of ``(agent key, EpisodeSpec)`` (hashable, for
-    :func:`offline_graph.jobs.convert.convert_block`'s worker cache)."""
+    :func:`offline_graph.jobs.conversion.convert_block`'s worker cache)."""
 
     def __init__(self, spec: Any, gamma: float, on_error: str, stats_dir: str | None) -> None:
         self.specs = dict(spec)
         self.gamma, self.on_error, self.stats_dir = gamma, on_error, stats_dir
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from offline_graph.jobs.convert import _save_stats
-
         items, paths = batch_columns(batch)
         stats = ReadStats()
         parts = read_parts(items, paths, self.specs, on_error=self.on_error, stats=stats)  # type: ignore[arg-type]
         if self.stats_dir is not None:
-            _save_stats(self.stats_dir, accounting.block_key(items, paths), stats)
+            conversion.save_stats(self.stats_dir, accounting.block_key(items, paths), stats)
         parts = [p for p in parts if len(p.episode)]
         if not parts:
             return MA_SCHEMA.empty_table()
@@ -166,13 +162,11 @@ def convert_multi_agent(
     cfg: MultiAgentConvertConfig, map_class: type = ConvertMultiAgentEpisodes
 ) -> dict[str, Any]:
     """Run the job; returns (and writes next to the rows) the JSON report."""
-    from offline_graph.jobs.convert import _report, _run, _start
-
-    scan, start = _start(cfg)
+    scan, start = conversion.start(cfg)
     spaces = cfg.agent_spaces or resolve_agent_spaces(scan.files, scan.metadata, "convert")
     meta = {**cfg.source, "multi_agent": True, "agent_spaces": spaces.metadata(), "gamma": cfg.gamma}
     schema = MA_SCHEMA.with_metadata(make_metadata("transitions", **meta))
-    total = _run(scan, cfg, tuple(sorted(spaces.specs.items())), map_class, schema)
+    total = conversion.run(scan, cfg, tuple(sorted(spaces.specs.items())), map_class, schema)
     rows, episodes, per_agent, bytes_out = verify_output(cfg.output)
     counts = total.as_dict()
     by_agent = counts.pop("transitions_by_module", {})
@@ -186,7 +180,7 @@ def convert_multi_agent(
     }
     config = {k: v for k, v in asdict(cfg).items() if k != "agent_spaces"}
     extra = {"multi_agent": True, "transitions_by_agent": by_agent, "agents": agents}
-    return _report(
+    return conversion.report(
         cfg, scan, start, total, counts, (rows, episodes, bytes_out), "agent steps", config, **extra
     )
 
@@ -237,38 +231,3 @@ def from_convert_config(cfg: Any) -> MultiAgentConvertConfig:
     """A single-agent ``ConvertConfig`` -> the multi-agent settings (its spec is not used)."""
     names = [f for f in MultiAgentConvertConfig.__dataclass_fields__ if f != "agent_spaces"]
     return MultiAgentConvertConfig(**{k: getattr(cfg, k) for k in names})
-
-
-def main_multi_agent(args: Any, scan: FileScan) -> int:
-    """``offline-graph convert`` on multi-agent input (``args``: the CLI's Args)."""
-    if args.observation_space or args.action_space:
-        print(
-            "offline-graph convert: --observation-space / --action-space must not be given for "
-            "multi-agent data (found them). Each agent's spaces come from the metadata "
-            "'agent_spaces' or are inferred per agent id.",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        spaces = resolve_agent_spaces(scan.files, scan.metadata, "convert")
-    except OfflineGraphError as err:
-        print(f"offline-graph convert: {err}", file=sys.stderr)
-        return 2
-    for key, texts in sorted(spaces.texts.items()):
-        print(f"agent {key}: {texts['observation_space']} / {texts['action_space']} ({texts['source']})")
-    from offline_graph.cli.convert import recorded_source, run_conversion
-
-    env = args.env or scan.metadata.get("env")
-    env_config = args.env_config if args.env_config is not None else scan.metadata.get("env_config")
-    source = recorded_source(scan.metadata, env, env_config)
-    report = run_conversion(args, convert_multi_agent, MultiAgentConvertConfig, source, agent_spaces=spaces)
-    for key, a in report["agents"].items():
-        print(f"agent {key}: transitions {a['transitions']}  episodes {a['episodes']}")
-    print(
-        f"agent steps out: {report['transitions_out']}  in {report['seconds']:.1f} s  bytes in/out: "
-        f"{report['bytes_in']}/{report['bytes_out']}"
-    )
-    from offline_graph.jobs.convert import REPORT_NAME
-
-    print(f"report: {storage.join(args.output, REPORT_NAME)}")
-    return 0

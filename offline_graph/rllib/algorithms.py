@@ -52,7 +52,7 @@ from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.typing import ModuleID, StateDict
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.jobs import accounting
+from offline_graph.rllib import accounting
 from offline_graph.rllib.checks import check_graph_config
 from offline_graph.rllib.settings import read_settings
 

@@ -224,10 +224,10 @@ def _policy_spaces_from_modules(cfg: Any) -> None:
 
 
 def _resolve_spaces(cfg: Any, scan: FileScan | None) -> None:
-    """Spaces the config lacks come from the input (``offline_graph.jobs.spaces``: the file
+    """Spaces the config lacks come from the input (``offline_graph.env.data_spaces``: the file
     metadata, else inferred from the data, with a warning); given ones must agree with the
     spaces the metadata records."""
-    from offline_graph.jobs.spaces import resolve_spaces
+    from offline_graph.env.data_spaces import resolve_spaces
 
     given = (cfg.observation_space, cfg.action_space)
     resolved = resolve_spaces(
@@ -327,7 +327,7 @@ def data_report(config: Any) -> dict[str, Any]:
     Call on the driver after training (Ray must still be running). Includes input files
     rejected before reading (skip mode).
     """
-    from offline_graph.jobs import accounting
+    from offline_graph.rllib import accounting
 
     settings = read_settings(config, where="data_report")
     out = accounting.collect(settings.stats_name).as_dict()

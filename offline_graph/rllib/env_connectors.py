@@ -43,7 +43,7 @@ from offline_graph.data.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict, graph_to_dict, space_sizes
 from offline_graph.data.spaces import selection_level
-from offline_graph.jobs.recording import DEFAULT_MASK_KEY
+from offline_graph.env.making import DEFAULT_MASK_KEY
 
 
 def _edge_dim(space: Any, sample: Any = None) -> int | None:

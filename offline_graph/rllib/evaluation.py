@@ -23,19 +23,15 @@ checkpoint, without Ray or the training data. The trained module of a running al
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from offline_graph.data import storage
-from offline_graph.data.collate import collate
-from offline_graph.data.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict, space_sizes
-from offline_graph.jobs.recording import (
+from offline_graph.env.making import (
     DEFAULT_ENV,
     DEFAULT_MASK_KEY,
     episode_seeds,
@@ -45,44 +41,22 @@ from offline_graph.jobs.recording import (
     observe,
     policy_for,
 )
-from offline_graph.data.spaces import selection_level
+from offline_graph.rllib.acting import (  # noqa: F401  (re-exported: their old import path)
+    DEFAULT_EVAL_SEED,
+    greedy_actions,
+    is_legal,
+    module_device,
+    normalized_score,
+    obs_batch,
+)
+from offline_graph.rllib.checkpoints import MODULE_SUBDIR, restore_module  # noqa: F401
 from offline_graph.rllib.stepwise import StepStates, is_stateful
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-DEFAULT_EVAL_SEED = 987_654_321
-"""Evaluation seed used by the pipelines: far from the small seeds data is recorded with."""
-
-MODULE_SUBDIR = os.path.join("learner_group", "learner", "rl_module")
-"""Where ``Algorithm.save_to_path`` puts the RLModules (one subdirectory per module id)."""
-
 EnvArg = str | gym.Env
-
-
-# --------------------------------------------------------------------------- scores
-def normalized_score(ret: float, random_ret: float, expert_ret: float) -> float:
-    """``100 * (ret - random) / (expert - random)``: 0 = random policy, 100 = expert."""
-    denom = float(expert_ret) - float(random_ret)
-    if denom == 0.0:
-        raise ValueError(
-            "normalized_score: expert and random returns must differ (found both "
-            f"{expert_ret!r}). Evaluate over more episodes."
-        )
-    return 100.0 * (float(ret) - float(random_ret)) / denom
-
-
-def is_legal(action: int, obs: GraphDict, action_space: gym.Space) -> bool:
-    """Whether ``action`` is legal for observation ``obs``: in ``Discrete(k)``; for
-    ``NodeAction`` / ``EdgeAction`` an index of this step's nodes / edges that its
-    ``action_mask`` (if any) allows."""
-    if selection_level(action_space) is None:
-        return bool(action_space.contains(int(action)))
-    if not 0 <= int(action) < action_space.choices(obs):  # type: ignore[attr-defined]
-        return False
-    mask = obs.get("action_mask")
-    return True if mask is None else bool(mask[int(action)])
 
 
 class _Tally:
@@ -172,65 +146,6 @@ def evaluate_policy(
     if isinstance(env, str):
         instance.close()
     return tally.summary(seed)
-
-
-# --------------------------------------------------------------------------- module
-def module_device(module: Any) -> Any:
-    """The torch device of ``module``'s parameters (CPU for a parameterless module)."""
-    import torch
-
-    for p in module.parameters():
-        return p.device
-    return torch.device("cpu")
-
-
-def obs_batch(
-    observations: Sequence[GraphDict],
-    edge_dim: int | None,
-    device: Any = None,
-    mask_level: str | None = None,
-) -> dict:
-    """``{Columns.OBS: {x, edge_index, [edge_attr], batch, ptr, [action_mask]}}`` torch
-    tensors of a list of observation dicts (the learner's batch layout, see
-    :mod:`offline_graph.data.collate`); ``mask_level`` "node" / "edge" batches ``action_mask``."""
-    import torch
-    from ray.rllib.core.columns import Columns
-
-    batched = collate(GraphColumns.from_graphs(list(observations), edge_dim, mask_level))
-    return {
-        Columns.OBS: {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batched.items()}
-    }
-
-
-def greedy_actions(
-    module: Any,
-    observations: Sequence[GraphDict],
-    edge_dim: int | None,
-    states: StepStates | None = None,
-    slots: Sequence[int] = (),
-) -> np.ndarray:
-    """Greedy actions for a list of observations, through RLlib's own path:
-    ``get_inference_action_dist_cls().from_logits(forward_inference(...)[ACTION_DIST_INPUTS])
-    .to_deterministic().sample()`` (argmax; node/edge selection: the most likely allowed one, a
-    local index). ``states`` (memory): the ``slots``' STATE_IN and STATE_OUT."""
-    import torch
-    from ray.rllib.core.columns import Columns
-
-    level = selection_level(getattr(module, "action_space", None))
-    with torch.no_grad():
-        batch = obs_batch(observations, edge_dim, module_device(module), level)
-        if states is not None:
-            batch[Columns.STATE_IN] = states.batch(slots, observations, module_device(module))
-        out = module.forward_inference(batch)
-        if states is not None:
-            states.update(slots, observations, out[Columns.STATE_OUT])
-        logits = out[Columns.ACTION_DIST_INPUTS]
-        get_dist = getattr(module, "get_inference_action_dist_cls", None)
-        if get_dist is None:  # a bare forward_inference stand-in: argmax of its logits
-            actions = logits.argmax(dim=-1)
-        else:
-            actions = get_dist().from_logits(logits).to_deterministic().sample()
-    return actions.cpu().numpy().astype(np.int64)
 
 
 def evaluate_module(
@@ -333,34 +248,6 @@ def _evaluate_module(
         for e in envs:
             e.close()
     return tally.summary(seed)
-
-
-# --------------------------------------------------------------------------- checkpoints
-def restore_module(checkpoint: str, module_id: str | None = None) -> RLModule:
-    """The RLModule ``module_id`` of an ``algo.save_to_path(checkpoint)`` directory (CPU).
-
-    ``checkpoint`` may also point at the module directory itself
-    (``<dir>/learner_group/learner/rl_module/<module_id>``). Needs no Ray cluster and no
-    training data (unlike ``Algorithm.from_checkpoint``, which rebuilds the whole algorithm).
-    """
-    from ray.rllib.core import DEFAULT_MODULE_ID
-    from ray.rllib.core.rl_module.rl_module import RLModule
-
-    mid = module_id or DEFAULT_MODULE_ID
-    path = storage.absolute(checkpoint)  # a local directory or a URI
-    candidates = [storage.join(path, MODULE_SUBDIR, mid), path]
-    for cand in candidates:
-        if storage.exists(storage.join(cand, "module_state.pkl")) and storage.exists(
-            storage.join(cand, "class_and_ctor_args.pkl")
-        ):
-            module: Any = RLModule.from_checkpoint(cand)
-            module.eval()
-            return module  # type: ignore[no-any-return]
-    raise ConfigError(
-        f"restore_module: checkpoint must contain {os.path.join(MODULE_SUBDIR, mid)}/ "
-        f"(found no module_state.pkl under {candidates}). Pass the directory given to "
-        "`offline-graph train --checkpoint` (written by algo.save_to_path)."
-    )
 
 
 def baseline_scores(

@@ -28,30 +28,26 @@ step says ``illegal_action: True``.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict, space_sizes
 from offline_graph.data.spaces import selection_level
-from offline_graph.jobs.recording import DEFAULT_MASK_KEY, episode_seeds, load_user_policy, observe
-from offline_graph.rllib.evaluation import (
+from offline_graph.env.ma_making import MultiAgentPolicy, is_multi_agent, make_multi_agent_env  # noqa: F401
+from offline_graph.env.making import DEFAULT_MASK_KEY, episode_seeds, load_user_policy, observe
+from offline_graph.rllib.checkpoints import MODULE_SUBDIR, restore_module, restore_modules  # noqa: F401
+from offline_graph.rllib.acting import (
     DEFAULT_EVAL_SEED,
-    MODULE_SUBDIR,
     greedy_actions,
     is_legal,
     normalized_score,
 )
 
-MultiAgentPolicy = Callable[[Any, GraphDict, dict], int]
-"""``policy(agent_id, obs_dict, info) -> action``."""
 MappingFn = Callable[..., Any]
 """``policy_mapping_fn(agent_id, episode, **kw) -> module_id`` (RLlib's signature)."""
 
@@ -63,43 +59,6 @@ class EpisodeRef:
     index: int
     env_seed: int
     id_: str
-
-
-# --------------------------------------------------------------------------- envs
-def _env_factory(env: str) -> tuple[Callable[..., Any], dict]:
-    import offline_graph.env  # noqa: F401  (registers the package's env ids)
-
-    if ":" in env and "/" not in env.split(":")[0]:
-        module, _, name = env.partition(":")
-        return getattr(importlib.import_module(module), name), {}
-    spec = gym.spec(env)
-    entry = spec.entry_point
-    factory = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
-    return factory, dict(spec.kwargs or {})  # type: ignore[return-value]
-
-
-def is_multi_agent(env: str | gym.Env, env_config: dict | None = None) -> bool:
-    """Whether ``env`` (an instance, an env id or ``module:Class``) is an RLlib MultiAgentEnv."""
-    from ray.rllib.env.multi_agent_env import MultiAgentEnv
-
-    if not isinstance(env, str):
-        return isinstance(env, MultiAgentEnv)
-    try:
-        factory, _ = _env_factory(env)
-    except (ImportError, AttributeError, gym.error.Error):
-        return False  # make_env reports it
-    if isinstance(factory, type):
-        return issubclass(factory, MultiAgentEnv)
-    instance = make_multi_agent_env(env, env_config)  # a factory function: build to see
-    instance.close()
-    return isinstance(instance, MultiAgentEnv)
-
-
-def make_multi_agent_env(env: str, env_config: dict | None = None) -> Any:
-    """The env of an id (its registered entry point, unwrapped: gymnasium's wrappers are not
-    MultiAgentEnvs) or ``module:Class``, built with ``env_config`` as keyword arguments."""
-    factory, kwargs = _env_factory(env)
-    return factory(**{**kwargs, **(env_config or {})})
 
 
 # --------------------------------------------------------------------------- mapping
@@ -380,19 +339,3 @@ def add_baselines(
         if e is not None and r is not None and e != r:
             entry["normalized"] = normalized_score(entry["mean_return"], r, e)
     return res
-
-
-def restore_modules(checkpoint: str) -> dict[str, Any]:
-    """``{module_id: RLModule}`` of every module in an ``algo.save_to_path(checkpoint)``
-    directory (``<checkpoint>/learner_group/learner/rl_module/<module_id>/``), on CPU."""
-    from offline_graph.rllib.evaluation import restore_module
-
-    root = storage.join(storage.absolute(checkpoint), MODULE_SUBDIR)
-    ids = [m for m in storage.entries(root) if storage.exists(storage.join(root, m, "module_state.pkl"))]
-    if not ids:
-        raise ConfigError(
-            f"restore_modules: checkpoint must contain {MODULE_SUBDIR}/<module_id>/ (found no "
-            f"module_state.pkl under {root}). Pass the directory given to `offline-graph train "
-            "--checkpoint` (written by algo.save_to_path)."
-        )
-    return {mid: restore_module(checkpoint, mid) for mid in ids}

@@ -29,7 +29,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.jobs import accounting
+from offline_graph.rllib import accounting
 from offline_graph.data.buffer import TransitionBuffer
 from offline_graph.data.sequences import runs_to_arrow, sample_runs
 from offline_graph.data.holdout import drop_held_out, split_rows

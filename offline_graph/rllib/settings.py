@@ -28,7 +28,7 @@ class GraphSettings:
     seed: int = 0
     """Seed of the prelearner's sampling (same data + seed -> same first batch)."""
     stats_name: str = ""
-    """Name of the accounting actor prelearners report to (``offline_graph.jobs.accounting``)."""
+    """Name of the accounting actor prelearners report to (``offline_graph.rllib.accounting``)."""
     files_rejected: dict = field(default_factory=dict)
     """Skip mode: input files dropped before reading, count by reason."""
     file_errors: dict = field(default_factory=dict)

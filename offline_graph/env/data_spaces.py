@@ -136,7 +136,7 @@ def _infer(scan: FileScan, who: str) -> tuple[gym.Space, gym.Space, str]:
 
 
 def _make_env(name: str, config: dict | None) -> gym.Env:
-    from offline_graph.jobs.recording import make_env
+    from offline_graph.env.making import make_env
 
     return make_env(name, config)
 

@@ -1,0 +1,22 @@
+"""What a valid episode looks like: :class:`EpisodeSpec`, derived from the spaces
+(:func:`offline_graph.data.reader.spec_from_spaces`) and read by every check of
+:mod:`offline_graph.data.validation` and :mod:`offline_graph.data.action_checks`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """What a valid episode looks like."""
+
+    num_features: int
+    """F: node feature size of the observation space."""
+    edge_dim: int | None
+    """D: edge feature size, or None when the space has no edge features."""
+    num_actions: int
+    """k: actions must be integers in ``0..k-1`` (selection spaces: the space's limit)."""
+    action_level: str | None = None
+    """None: graph-level ``Discrete(k)`` actions; "node" / "edge": ``NodeAction`` /
+    ``EdgeAction`` (the action indexes this step's nodes / edges; ``action_mask`` allowed)."""
