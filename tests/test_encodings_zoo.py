@@ -24,13 +24,13 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 import offline_graph
 from offline_graph import GNNModule, GraphOfflinePreLearner, GraphValidationError, NodeAction
-from offline_graph.data.buffer import TransitionBuffer
 from offline_graph.data.codec import decode_state
 from offline_graph.data.columns import GraphColumns
 from offline_graph.data.fast_episode import fast_block, fast_episode
 from offline_graph.data.reader import ReadStats, read_transitions
 from offline_graph.data.transitions import Transitions, transition_schema
 from offline_graph.data.validation import EpisodeSpec, validate_episode
+from offline_graph.rllib.reading import choose_reading
 from tests.encodings import (
     GAMMA,
     GRAPH_INSTANCE_VARIANTS,
@@ -172,10 +172,9 @@ def built_prelearner(kind: str, tmp: str) -> GraphOfflinePreLearner:
 
 def prelearner(kind: str, tmp: str) -> GraphOfflinePreLearner:
     """A prelearner as just built (building one takes ~0.5 s: one is built per kind and copied
-    with fresh copies of the state a call changes: buffer, seen ids, stats)."""
+    with a fresh reading strategy: the state a call changes, buffer, seen ids, stats)."""
     pre = copy.copy(built_prelearner(kind, tmp))
-    pre.buffer = TransitionBuffer(pre.buffer.capacity, seed=pre.settings.seed)
-    pre._seen_ids, pre.stats = {}, ReadStats()
+    pre.reading = choose_reading(pre.config, pre.settings, pre.spec)
     return pre
 
 

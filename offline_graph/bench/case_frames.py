@@ -67,10 +67,10 @@ def _collate_bytes(table: Any) -> tuple[int, int, int]:
 
 def transitions_layout(trans: Transitions, rng: np.random.Generator, trained: int = TRAINED) -> Layout:
     """k = 1, today's layout: ``trained`` transitions drawn uniformly, one graph each."""
-    from offline_graph.rllib.prelearner import _keep_columns
+    from offline_graph.rllib.reading import keep_columns
 
     sample = trans.take(np.asarray(rng.integers(0, len(trans), size=trained), dtype=np.int64))
-    nbytes, b, g = _collate_bytes(sample.to_arrow(columns=_keep_columns(sample)))
+    nbytes, b, g = _collate_bytes(sample.to_arrow(columns=keep_columns(sample)))
     return Layout("k=1", 0, nbytes, b, g)
 
 

@@ -1,18 +1,21 @@
 """``GraphOfflinePreLearner``: RLlib's OfflinePreLearner for ragged graph episodes.
 
-Runs inside Ray Data's ``map_batches`` (one actor per CPU share). Per call it
+Runs inside Ray Data's ``map_batches`` (one actor per CPU share). At set-up it picks one
+reading strategy for the config's input (:mod:`offline_graph.rllib.reading`: ``episodes``,
+``rows``, ``runs``, ``multi_agent``). Per call it
 
-1. decodes and validates the batch's episode rows (``offline_graph.data.reader``; columnar),
-2. adds their transitions to a columnar FIFO buffer (``offline_graph.data.buffer``),
-3. samples ``k * train_batch_size_per_learner`` transitions, ``k = max(1, round(new/B))``, so
-   an epoch is about one pass over the data and each learner batch holds exactly B rows,
-4. runs the learner connector pipeline's *user* pieces (RLlib's default pieces are replaced by
-   :class:`~offline_graph.rllib.connectors.AddGraphTransitionsToBatch`),
-5. returns one Arrow row per transition (``offline_graph.data.transitions``): ragged list columns,
-   no padding, no pickled objects. The learner's collate function builds the PyG batch.
-
-With ``input_read_episodes=False`` the input is already converted transition rows and is
-passed through (columns selected, zero-copy) unless user connector pieces must run.
+1. reads the batch: episode rows are decoded and validated column-wise
+   (:mod:`offline_graph.data.reader`), converted rows have their held-out episodes dropped;
+   rejections are raised or counted and reported to the run's accounting;
+2. buffers what it read (a columnar FIFO buffer, :mod:`offline_graph.data.buffer`; converted
+   rows of memoryless modules pass straight through);
+3. samples what one call emits: ``k * train_batch_size_per_learner`` transitions (or runs, or
+   joint per-module rows), ``k = max(1, round(new / B))``, so an epoch is about one pass over
+   the data and each learner batch holds exactly B rows;
+4. runs the learner connector pipeline's *user* pieces, if any (RLlib's default pieces are
+   replaced by :class:`~offline_graph.rllib.connectors.AddGraphTransitionsToBatch`);
+5. returns Arrow rows (``offline_graph.data.transitions``): ragged list columns, no padding, no
+   pickled objects. The learner's collate function builds the PyG batch.
 """
 
 from __future__ import annotations
@@ -23,36 +26,19 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, cast
 import gymnasium as gym
 import numpy as np
 import pyarrow as pa
-import ray
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.rllib import accounting
-from offline_graph.data.buffer import TransitionBuffer
-from offline_graph.data.sequences import runs_to_arrow, sample_runs
-from offline_graph.data.holdout import drop_held_out, split_rows
-from offline_graph.data.storage import uri_names
-from offline_graph.data.reader import (
-    ReadStats,
-    batch_columns,
-    log_rejections,
-    read_transitions,
-    spec_from_spaces,
-)
-from offline_graph.rllib.connectors import (
-    AddGraphTransitionsToBatch,
-    batch_to_table,
-    user_pieces_only,
-)
+from offline_graph.data.reader import ReadStats, spec_from_spaces
+from offline_graph.data.transitions import Transitions
 from offline_graph.rllib.checks import check_graph_config
-from offline_graph.rllib.multi_agent import ModuleRouter
-from offline_graph.rllib.offline_data import NO_MODULE_STATE
+from offline_graph.rllib.connectors import AddGraphTransitionsToBatch, batch_to_table, user_pieces_only
 from offline_graph.rllib.env_setup import single_env_spaces
+from offline_graph.rllib.offline_data import NO_MODULE_STATE
+from offline_graph.rllib.reading import Reading, choose_reading
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
-from offline_graph.data.transitions import BOOKKEEPING_COLUMNS, Transitions, transition_schema
-from offline_graph.data.validation import EpisodeSpec
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -76,7 +62,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
             # which does not run the check at build time): name every missing setting.
             check_graph_config(config)
         self.settings: GraphSettings = read_settings(config, where="GraphOfflinePreLearner")
-        self.router: ModuleRouter | None = None
+        self._has_user_pieces = False
         if config.is_multi_agent:
             self._init_multi_agent(config, kwargs.get("module_spec"))
             return
@@ -108,18 +94,7 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         self._has_user_pieces = len(pipeline) > 1
         self.spec = spec_from_spaces(*spaces)
         self.module_id = DEFAULT_MODULE_ID
-        self.buffer = TransitionBuffer(self._init_reading(config), seed=self.settings.seed)
-
-    def _init_reading(self, config: "AlgorithmConfig") -> int:
-        """What every reading path keeps (batch size, gamma, counts, seen ids, the input's
-        URIs); returns the buffer capacity in transitions."""
-        self._uris = uri_names(config.input_)  # bucket/key (Ray Data's path) -> s3://bucket/key
-        self.batch_size = int(config.train_batch_size_per_learner)
-        self.gamma = float(getattr(config, "gamma", 0.99))
-        self.stats = ReadStats()
-        self._seen_ids: dict[str, bytes] = {}
-        self._collector: Any = None
-        return int(config.prelearner_buffer_kwargs.get("capacity", 10 * self.batch_size))
+        self.reading: Reading = choose_reading(config, self.settings, self.spec)
 
     def _init_multi_agent(self, config: "AlgorithmConfig", module_spec: Any) -> None:
         """Multi-agent set-up (:mod:`offline_graph.rllib.multi_agent`). RLlib's parent
@@ -141,147 +116,34 @@ class GraphOfflinePreLearner(OfflinePreLearner):
         self.config = config
         self._module = None  # type: ignore[assignment]  # no RLModule in this actor
         spec = module_spec if module_spec is not None else config.get_multi_rl_module_spec()
-        self.router = ModuleRouter(config, spec, self._init_reading(config), self.settings.seed)
+        self.reading = choose_reading(config, self.settings, module_spec=spec)
 
     def __call__(self, batch: Dict[str, np.ndarray]) -> pa.Table:  # type: ignore[override]
-        """Episode rows (``item``) or transition rows -> transition rows for the learner."""
-        if self.router is not None:
-            return self._call_multi_agent(batch)
-        if not self.config.input_read_episodes:
-            table = batch if isinstance(batch, pa.Table) else pa.table(batch)
-            if self.settings.holdout > 0.0:
-                table = self._drop_held_out_rows(table)
-            if self.settings.seq_length:  # memory modules: runs need the episodes' steps
-                part = Transitions.from_table(table)
-                self.buffer.add(part)
-                return self._sample_runs(len(part))
-            table = table.select([c for c in table.column_names if c not in BOOKKEEPING_COLUMNS])
-            if self._has_user_pieces:
-                return self._run_pipeline(table_transitions=table)
-            return table
-        items, paths = self._items(batch)
-        call_stats = ReadStats()
-        parts = read_transitions(
-            items,
-            paths,
-            self.spec,
-            self.gamma,
-            on_error=self.settings.on_error,
-            seen_ids=self._seen_ids,
-            stats=call_stats,
-        )
-        if self.settings.holdout > 0.0:
-            parts = drop_held_out(parts, self.settings.holdout, self.settings.holdout_seed, call_stats)
-        self._account(call_stats, items, paths)
-        for part in parts:
-            self.buffer.add(part)
-        if len(self.buffer) == 0:
-            # Every row of this batch was rejected (skip mode) and nothing is buffered yet.
-            return _empty_table(self.spec, runs=bool(self.settings.seq_length))
-        new = sum(len(p) for p in parts)
-        if self.settings.seq_length:
-            return self._sample_runs(new)
-        num_batches = max(1, int(round(new / self.batch_size)))
-        sample = self.buffer.sample(num_batches * self.batch_size)
-        if self._has_user_pieces:
-            return self._run_pipeline(transitions=sample)
-        return sample.to_arrow(columns=_keep_columns(sample))
+        """Episode rows (``item``) or converted rows -> rows for the learners (module doc)."""
+        new = self.reading.read(batch)  # 1. read (decode, validate, account) and 2. buffer
+        if not self.reading.ready():  # every row so far rejected (skip mode) or held out
+            return self.reading.empty_table()
+        sample = self.reading.sample(new)  # 3. sample
+        if self._has_user_pieces and self.reading.takes_user_pieces:
+            return self._run_pipeline(sample)  # 4. user connector pieces
+        return self.reading.rows(sample)  # 5. Arrow rows
 
-    def _items(self, batch: Any) -> tuple[list[Any], list[str | None]]:
-        """(items, paths) of episode rows; paths named as the input gave them (s3://...)."""
-        items, paths = batch_columns(batch)
-        if self._uris:
-            paths = [self._uris.get(p, p) if p is not None else None for p in paths]
-        return items, paths
+    @property
+    def stats(self) -> ReadStats:
+        """Episodes / transitions read, used and rejected by this actor so far."""
+        return self.reading.stats
 
-    def _account(self, call_stats: ReadStats, items: Any, paths: Any) -> None:
-        """Log this call's rejections, add its counts, and report them to the run's collector."""
-        log_rejections(call_stats, "GraphOfflinePreLearner")
-        self.stats.merge(call_stats)
-        if self.settings.stats_name and ray.is_initialized():
-            if self._collector is None:
-                self._collector = accounting.get_collector()
-            accounting.report(self._collector, self.settings.stats_name, items, paths, call_stats)
+    @property
+    def buffer(self) -> Any:
+        """The reading strategy's transition buffer (what the next calls sample from)."""
+        return self.reading.buffer
 
-    def _call_multi_agent(self, batch: Any) -> pa.Table:
-        """Episode rows (or converted multi-agent rows) -> joint per-module rows
-        (``<module_id>/<column>``)."""
-        assert self.router is not None  # noqa: S101 (set in __init__)
-        if not self.config.input_read_episodes:
-            table = batch if isinstance(batch, pa.Table) else pa.table(batch)
-            grouped = self.router.read_rows(table, "GraphOfflinePreLearner")
-            for mid, part in grouped.items():
-                self.stats.transitions_used += len(part)
-                self.stats.transitions_by_module[mid] += len(part)
-            self.router.add(grouped)
-            return self.router.sample_table(sum(len(t) for t in grouped.values()), self.batch_size)
-        items, paths = self._items(batch)
-        call_stats = ReadStats()
-        grouped = self.router.read(
-            items,
-            paths,
-            self.gamma,
-            on_error=self.settings.on_error,
-            seen_ids=self._seen_ids,
-            stats=call_stats,
-        )
-        self._account(call_stats, items, paths)
-        self.router.add(grouped)
-        return self.router.sample_table(sum(len(t) for t in grouped.values()), self.batch_size)
-
-    def _sample_runs(self, new: int) -> pa.Table:
-        """Memory modules: ``k * B`` run rows (one run of up to ``seq_length`` trained steps
-        plus its context per row, :mod:`offline_graph.data.sequences`), ``k`` so that an epoch
-        is about one pass over the data."""
-        length, context = self.settings.seq_length, self.settings.seq_context
-        data = self.buffer.all()
-        per_run = min(length, max(1.0, len(data) / max(1, np.unique(data.episode_index).size)))
-        num = max(1, int(round(new / (self.batch_size * per_run)))) * self.batch_size
-        ctx0, start, stop = sample_runs(data, self.buffer.rng, num, length, context)
-        return runs_to_arrow(data, ctx0, start, stop)
-
-    def _drop_held_out_rows(self, table: pa.Table) -> pa.Table:
-        """Converted rows without the held-out episodes' rows, accounted like episode input."""
-        kept, call_stats, _ = split_rows(table, self.settings.holdout, self.settings.holdout_seed)
-        self.stats.merge(call_stats)
-        if self.settings.stats_name and ray.is_initialized():
-            if self._collector is None:
-                self._collector = accounting.get_collector()
-            ids = table.column("eps_id").cast(pa.string()).to_pylist()
-            steps = table.column("t").to_pylist() if "t" in table.column_names else range(len(ids))
-            keys = [f"{e}:{t}".encode() for e, t in zip(ids, steps)]
-            accounting.report(self._collector, self.settings.stats_name, keys, [None], call_stats)
-        return kept
-
-    def _run_pipeline(
-        self, transitions: Transitions | None = None, table_transitions: pa.Table | None = None
-    ) -> pa.Table:
-        shared: dict[str, Any] = {}
-        if transitions is not None:
-            shared[AddGraphTransitionsToBatch.SHARED_KEY] = transitions
-        else:
-            shared[AddGraphTransitionsToBatch.SHARED_TABLE_KEY] = table_transitions
+    def _run_pipeline(self, sample: Transitions | pa.Table) -> pa.Table:
+        key = "SHARED_KEY" if isinstance(sample, Transitions) else "SHARED_TABLE_KEY"
+        shared: dict[str, Any] = {getattr(AddGraphTransitionsToBatch, key): sample}
         batch = self._learner_connector(
             rl_module=self._module, batch={}, episodes=[], shared_data=shared, metrics=None
         )
         return batch_to_table(
             batch[self.module_id], where="GraphOfflinePreLearner", mask_level=self.spec.action_level
         )
-
-
-def _keep_columns(sample: Transitions) -> list[str]:
-    cols = ["actions", "x", "edge_index", "value_targets"]
-    if sample.obs.edge_attr is not None:
-        cols.append("edge_attr")
-    cols += [m for m in ("node_mask", "edge_mask") if getattr(sample.obs, m) is not None]
-    return cols
-
-
-def _empty_table(spec: EpisodeSpec, runs: bool = False) -> pa.Table:
-    """Zero transition (or run) rows with the columns a non-empty call emits."""
-    schema = transition_schema(spec)
-    keep = {"actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets"}
-    fields = [f for f in schema if f.name in keep]
-    if runs:  # offline_graph.data.sequences' run rows: every column one level deeper
-        fields = [pa.field(f.name, pa.list_(f.type)) for f in fields] + [pa.field("context", pa.int32())]
-    return pa.schema(fields).empty_table()

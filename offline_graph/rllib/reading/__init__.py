@@ -1,0 +1,55 @@
+"""The prelearner's reading strategies: one per input kind, chosen once at set-up.
+
+=================  ==========================================  ================================
+strategy           input                                       emits per call
+=================  ==========================================  ================================
+``episodes``       episode rows                                ``k * B`` sampled transitions
+``rows``           converted transition rows                   the rows (held-out ones dropped)
+``runs``           episode or converted rows, memory modules   ``k * B`` runs of steps
+``multi_agent``    multi-agent episode or converted rows       ``k * B`` joint per-module rows
+=================  ==========================================  ================================
+
+:func:`choose_reading` picks one from the config; each lives in its own module.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from offline_graph.data.validation import EpisodeSpec
+from offline_graph.rllib.reading.base import Reading
+from offline_graph.rllib.reading.episodes import EpisodeTransitions, keep_columns
+from offline_graph.rllib.reading.multi_agent import MultiAgentJointRows
+from offline_graph.rllib.reading.rows import RowTransitions
+from offline_graph.rllib.reading.runs import MemoryRuns
+from offline_graph.rllib.settings import GraphSettings
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+__all__ = [
+    "EpisodeTransitions",
+    "MemoryRuns",
+    "MultiAgentJointRows",
+    "Reading",
+    "RowTransitions",
+    "choose_reading",
+    "keep_columns",
+]
+
+
+def choose_reading(
+    config: "AlgorithmConfig",
+    settings: GraphSettings,
+    spec: EpisodeSpec | None = None,
+    module_spec: Any = None,
+) -> Reading:
+    """The reading strategy of ``config``: multi-agent configs -> ``multi_agent`` (with the
+    ``MultiRLModuleSpec``), memory modules (``settings.seq_length``) -> ``runs``, else
+    ``episodes`` or ``rows`` by ``config.input_read_episodes``."""
+    episodes = bool(config.input_read_episodes)
+    if config.is_multi_agent:
+        return MultiAgentJointRows(config, settings, module_spec, episodes)
+    if settings.seq_length:
+        return MemoryRuns(config, settings, spec, episodes=episodes)
+    return (EpisodeTransitions if episodes else RowTransitions)(config, settings, spec)
