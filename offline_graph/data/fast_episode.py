@@ -334,7 +334,7 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
         check_actions_rewards(acts, rews, spec, _no_ctx, graphs)
     except OfflineGraphError:
         return None
-    return Transitions.from_steps(
+    out = Transitions.from_steps(
         graphs,
         acts,
         rews,
@@ -345,3 +345,5 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
         gamma,
         t_started=np.fromiter((r.t_started for r in raws), np.int64, len(raws)),
     )
+    out.final_obs = last
+    return out

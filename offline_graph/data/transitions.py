@@ -20,7 +20,8 @@ One row per transition, no padding, no pickled objects::
 
 ``edge_index`` is stored edge-major (``[E, 2]`` per row) because Arrow lists are row-major;
 :func:`table_to_batch` turns it into PyG's ``[2, sumE]``. The final observation of each
-episode is not stored: BC and MARWIL never read next observations.
+episode is not stored in these rows (BC and MARWIL never read next observations); in memory,
+:attr:`Transitions.final_obs` keeps one per episode for value-based training.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ class Transitions:
     of a multi-agent episode, all with the episode's id)."""
     env_t: np.ndarray | None = None
     """Multi-agent only: per transition, the env step at which the agent observed ``obs``."""
+    final_obs: GraphColumns | None = None
+    """Per entry of ``episode_ids``: the episode's final observation (the next observation of
+    its last step; value-based training bootstraps from it when the episode was truncated),
+    or None where the source did not keep them (converted rows)."""
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -83,9 +88,9 @@ class Transitions:
         agent_ids: Sequence[Any] | None = None,
         env_t: Sequence[np.ndarray] | None = None,
     ) -> "Transitions":
-        """All steps of ``episodes`` (final observations dropped), returns-to-go with ``gamma``
-        (over each episode's own steps and rewards). Multi-agent: ``agent_ids[i]`` is the agent
-        whose steps ``episodes[i]`` holds and ``env_t[i]`` its observations' env steps."""
+        """All steps of ``episodes`` (final observations in ``final_obs``), returns-to-go with
+        ``gamma`` (over each episode's own steps and rewards). Multi-agent: ``agent_ids[i]`` is
+        the agent whose steps ``episodes[i]`` holds and ``env_t[i]`` its observations' env steps."""
         out = cls.from_steps(
             GraphColumns.concat([e.obs.slice(0, len(e)) for e in episodes]),
             np.concatenate([e.actions for e in episodes]),
@@ -97,6 +102,7 @@ class Transitions:
             gamma,
             t_started=np.fromiter((e.t_started for e in episodes), np.int64, len(episodes)),
         )
+        out.final_obs = GraphColumns.concat([e.obs.slice(len(e), len(e) + 1) for e in episodes])
         if agent_ids is not None:
             out.agent_ids = list(agent_ids)
         if env_t is not None:
@@ -157,6 +163,7 @@ class Transitions:
             t=self.t[idx],
             agent_ids=self.agent_ids,
             env_t=None if self.env_t is None else self.env_t[idx],
+            final_obs=self.final_obs,
         )
 
     @staticmethod
@@ -178,6 +185,11 @@ class Transitions:
             t=np.concatenate([p.t for p in parts]),
             agent_ids=None if multi is None else [a for p in parts for a in p.agent_ids or ()],
             env_t=None if multi is None else np.concatenate([p.env_t for p in parts]),  # type: ignore[misc]
+            final_obs=(
+                GraphColumns.concat([p.final_obs for p in parts])  # type: ignore[misc]
+                if all(p.final_obs is not None for p in parts)
+                else None
+            ),
         )
 
     @classmethod

@@ -22,6 +22,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from offline_graph.data.sequences import collate_runs, is_run_table
 from offline_graph.data.transitions import table_to_batch
+from offline_graph.data.value_runs import collate_value_runs, is_value_table
 from offline_graph.rllib.multi_agent import split_module_columns
 
 
@@ -48,6 +49,8 @@ class GraphCollateFn(ArrowBatchCollateFn):
         if not per_module:
             if is_run_table(batch.column_names):  # memory modules: runs of steps
                 return _flat(self.module_id, collate_runs(batch))
+            if is_value_table(batch.column_names):  # IQL / CQL: steps + next graphs
+                return _flat(self.module_id, collate_value_runs(batch))
             return _flat(self.module_id, table_to_batch(batch))
         # Multi-agent joint rows (offline_graph.rllib.multi_agent): one PyG batch per module.
         out: Dict[str, torch.Tensor] = {}

@@ -23,6 +23,7 @@ from torch import nn
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import space_sizes
+from offline_graph.rllib.critic import QNetwork, value_train_outputs
 from offline_graph.rllib.gnn_layers import POOLS, GraphEncoder, GraphEncoding, mlp
 from offline_graph.rllib.memory import MEMORY_KINDS, build_temporal, is_run_layout
 from offline_graph.rllib.settings import CONVS
@@ -30,6 +31,8 @@ from offline_graph.rllib.selection import SelectionHead, TorchChoiceCategorical
 from offline_graph.data.spaces import selection_level
 
 _WHERE = "GNNModule model_config"
+VALUE_KINDS = (None, "iql", "cql")
+"""``model_config["value_based"]``: none, IQL (policy + twin Q + V), CQL (Q is the policy)."""
 
 
 def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[str, Any]:
@@ -49,6 +52,8 @@ def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[
         "bag_of_nodes": bag,
         "frame_stack": mc.get("frame_stack", 1),
         "memory": mc.get("memory"),
+        "value_based": mc.get("value_based"),
+        "twin_q": bool(mc.get("twin_q", True)),
     }
     ints = [("hidden", 1), ("layers", 0), ("head_hidden", 1), ("frame_stack", 1)]
     if mc.get("max_seq_len") is not None:  # RLlib's key; the data path cuts runs with it
@@ -67,6 +72,18 @@ def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[
         raise ConfigError(
             f"{_WHERE}: 'frame_stack' must be 1 when 'memory' is set (found "
             f"frame_stack={cfg['frame_stack']}, memory={cfg['memory']!r}). Use one kind of memory."
+        )
+    if cfg["value_based"] not in VALUE_KINDS:
+        raise ConfigError(
+            f"{_WHERE}: 'value_based' must be one of {VALUE_KINDS} (found {cfg['value_based']!r}). "
+            "offline_graph.configure sets it for IQLConfig / CQLConfig."
+        )
+    if cfg["value_based"] and (cfg["memory"] or cfg["frame_stack"] > 1 or cfg["value_head"]):
+        raise ConfigError(
+            f"{_WHERE}: 'memory', 'frame_stack' > 1 and 'value_head' must be unset with "
+            f"value_based={cfg['value_based']!r} (found memory={cfg['memory']!r}, "
+            f"frame_stack={cfg['frame_stack']}, value_head={cfg['value_head']}). IQL / CQL train "
+            "memoryless modules with their own Q and V networks."
         )
     if cfg["conv"] not in CONVS:
         raise ConfigError(f"{_WHERE}: 'conv' must be one of {CONVS} (found {cfg['conv']!r}).")
@@ -217,9 +234,29 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         )
         self._memory = build_temporal(cfg, self._encoder.hidden, self._encoder.out_dim)
         graph_dim = self._encoder.out_dim if self._memory is None else self._memory.out_dim
-        self._pi_head = build_policy_head(
-            self.action_space, self._encoder, cfg["head_hidden"], edge_dim, graph_dim=graph_dim
-        )
+        if cfg["value_based"] == "cql":  # the policy is the Q network's (masked) argmax
+            build_policy_head(self.action_space, self._encoder, cfg["head_hidden"])  # checks the space
+            self._q = QNetwork(self._encoder, self.action_space, edge_dim, cfg["head_hidden"])
+            self._q_target = self._q.frozen_copy()
+        else:
+            self._pi_head = build_policy_head(
+                self.action_space, self._encoder, cfg["head_hidden"], edge_dim, graph_dim=graph_dim
+            )
+        if cfg["value_based"] == "iql":
+            critic_encoder = GraphEncoder(
+                in_dim,
+                cfg["hidden"],
+                cfg["layers"],
+                cfg["conv"],
+                cfg["pool"],
+                edge_dim,
+                bag_of_nodes=cfg["bag_of_nodes"],
+            )
+            num_q = 2 if cfg["twin_q"] else 1
+            self._critic = QNetwork(
+                critic_encoder, self.action_space, edge_dim, cfg["head_hidden"], num_q, True
+            )
+            self._critic_target = self._critic.frozen_copy()
         # On inference-only copies (EnvRunners) TorchRLModule deletes it again after setup().
         self._vf_head = mlp(graph_dim, cfg["head_hidden"], 1) if cfg["value_head"] else None
 
@@ -246,6 +283,9 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         return rows if target is None else rows[torch.as_tensor(target, device=rows.device).long()]
 
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        if self.gnn_config["value_based"] == "cql":
+            enc, (q,) = self._q(batch[Columns.OBS])
+            return {Columns.ACTION_DIST_INPUTS: self._targets(batch, q), Columns.EMBEDDINGS: enc.graphs}
         enc, state_out = self._encode_with_state(batch)
         out: dict[str, Any] = {
             Columns.ACTION_DIST_INPUTS: self._targets(batch, self._pi_head(enc, batch[Columns.OBS])),
@@ -254,6 +294,10 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         if state_out is not None:
             out[Columns.STATE_OUT] = state_out
         return out
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        kind = self.gnn_config["value_based"]
+        return value_train_outputs(self, batch) if kind else self._forward(batch, **kwargs)
 
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         out = super()._forward_inference(batch, **kwargs)  # no_grad + _forward
@@ -292,4 +336,14 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         return self._choice_dist_cls() or super().get_exploration_action_dist_cls()
 
     def get_non_inference_attributes(self) -> list[str]:
+        kind = self.gnn_config["value_based"]
+        if kind:
+            return ["_q_target"] if kind == "cql" else ["_critic", "_critic_target"]
         return ["_vf_head"] if self.gnn_config["value_head"] else []
+
+    def target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(online, target) Q networks of a value-based module (updated by the learner)."""
+        kind = self.gnn_config["value_based"]
+        if kind == "cql":
+            return [(self._q, self._q_target)]
+        return [(self._critic, self._critic_target)] if kind == "iql" else []

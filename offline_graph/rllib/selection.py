@@ -85,8 +85,8 @@ class SelectionHead(nn.Module):
             return enc.batch
         return enc.batch[obs["edge_index"][0].long()]
 
-    def forward(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        num_graphs = enc.ptr.numel() - 1
+    def scores(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Raw score of every choice ``[C]`` (node / edge order of the batch)."""
         if self.level == "node":
             feats = torch.cat([enc.nodes, enc.graphs[enc.batch]], dim=-1)
         else:
@@ -95,8 +95,19 @@ class SelectionHead(nn.Module):
             if self.edge_dim is not None:
                 parts.append(obs["edge_attr"].to(enc.nodes.dtype))
             feats = torch.cat(parts, dim=-1)
-        scores = self.mlp(feats).squeeze(-1)
+        return self.mlp(feats).squeeze(-1)
+
+    def forward(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        num_graphs = enc.ptr.numel() - 1
         index = self.choice_index(enc, obs)
-        mask = obs.get("action_mask")
-        logp = segment_log_softmax(scores, index, num_graphs, mask)
+        logp = segment_log_softmax(self.scores(enc, obs), index, num_graphs, obs.get("action_mask"))
         return dense_choices(logp, index, num_graphs)
+
+    def dense_scores(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Raw scores in the ``[B, M]`` layout, masked and missing choices ``finfo.min`` (a
+        value per choice, e.g. Q; never chosen by a max / argmax, 0 in a logsumexp)."""
+        scores = self.scores(enc, obs)
+        mask = obs.get("action_mask")
+        if mask is not None:
+            scores = torch.where(mask.bool(), scores, torch.full_like(scores, float("-inf")))
+        return dense_choices(scores, self.choice_index(enc, obs), enc.ptr.numel() - 1)

@@ -43,6 +43,9 @@ class GraphSettings:
     (``max_seq_len``); 0: single transitions (:mod:`offline_graph.data.sequences`)."""
     seq_context: int = 0
     """Memory modules: steps before a run it may see (``frame_stack - 1``, or the burn-in)."""
+    value_runs: int = 0
+    """Value-based training (IQL, CQL): consecutive steps per value run, each shipped with the
+    graph after it (:mod:`offline_graph.data.value_runs`); 0: not value-based."""
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as a plain dict (stored in ``learner_config_dict``)."""

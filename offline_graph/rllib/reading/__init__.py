@@ -7,6 +7,7 @@ strategy           input                                       emits per call
 ``rows``           converted transition rows                   the rows (held-out ones dropped)
 ``runs``           episode or converted rows, memory modules   ``k * B`` runs of steps
 ``multi_agent``    multi-agent episode or converted rows       ``k * B`` joint per-module rows
+``value``          episode or converted rows, IQL / CQL        ``k * B`` value runs (+ next graph)
 =================  ==========================================  ================================
 
 :func:`choose_reading` picks one from the config; each lives in its own module.
@@ -22,6 +23,7 @@ from offline_graph.rllib.reading.episodes import EpisodeTransitions, keep_column
 from offline_graph.rllib.reading.multi_agent import MultiAgentJointRows
 from offline_graph.rllib.reading.rows import RowTransitions
 from offline_graph.rllib.reading.runs import MemoryRuns
+from offline_graph.rllib.reading.value import ValueRuns
 from offline_graph.rllib.settings import GraphSettings
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ __all__ = [
     "MultiAgentJointRows",
     "Reading",
     "RowTransitions",
+    "ValueRuns",
     "choose_reading",
     "keep_columns",
 ]
@@ -45,11 +48,14 @@ def choose_reading(
     module_spec: Any = None,
 ) -> Reading:
     """The reading strategy of ``config``: multi-agent configs -> ``multi_agent`` (with the
-    ``MultiRLModuleSpec``), memory modules (``settings.seq_length``) -> ``runs``, else
-    ``episodes`` or ``rows`` by ``config.input_read_episodes``."""
+    ``MultiRLModuleSpec``), value-based training (``settings.value_runs``) -> ``value``, memory
+    modules (``settings.seq_length``) -> ``runs``, else ``episodes`` or ``rows`` by
+    ``config.input_read_episodes``."""
     episodes = bool(config.input_read_episodes)
     if config.is_multi_agent:
         return MultiAgentJointRows(config, settings, module_spec, episodes)
+    if settings.value_runs:
+        return ValueRuns(config, settings, spec, episodes=episodes)
     if settings.seq_length:
         return MemoryRuns(config, settings, spec, episodes=episodes)
     return (EpisodeTransitions if episodes else RowTransitions)(config, settings, spec)

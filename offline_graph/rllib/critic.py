@@ -1,0 +1,151 @@
+"""Q networks over PyG-batched graphs, for value-based offline RL (IQL, CQL) in ``GNNModule``.
+
+A :class:`QNetwork` is its own :class:`~offline_graph.rllib.gnn_layers.GraphEncoder` plus one
+or two Q heads (twin Q) and optionally a state-value head, all reading one encoding of the
+batch's graphs (one GNN pass per network per update). Q values use the layout of the policy's
+action distribution inputs:
+
+- ``Discrete(k)``: ``[G, k]`` (an MLP on the graph embedding);
+- ``NodeAction`` / ``EdgeAction``: one Q per node / edge from the same node (edge) features a
+  selection policy head reads (:class:`~offline_graph.rllib.selection.SelectionHead`), laid out
+  ``[G, M]`` with masked and missing choices at ``finfo.min``: never chosen by an argmax,
+  never the max, 0 in a logsumexp.
+
+:func:`masked_max` / :func:`masked_argmax` / :func:`masked_logsumexp` read that layout; a graph
+without a legal choice gets a max of 0 (nothing to bootstrap from) instead of ``finfo.min``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import torch
+from ray.rllib.core.columns import Columns
+from torch import nn
+
+from offline_graph.data.spaces import selection_level
+from offline_graph.rllib.gnn_layers import GraphEncoder, GraphEncoding, mlp
+from offline_graph.rllib.selection import SelectionHead
+
+
+class QHead(nn.Module):
+    """Q values of every action of every graph (layout: module doc)."""
+
+    def __init__(
+        self, action_space: gym.Space, node_dim: int, graph_dim: int, edge_dim: int | None, head_hidden: int
+    ) -> None:
+        super().__init__()
+        level = selection_level(action_space)
+        self.choice: SelectionHead | None = None
+        self.graph: nn.Module | None = None
+        if level is not None:
+            self.choice = SelectionHead(level, node_dim, graph_dim, edge_dim, head_hidden)
+        else:
+            self.graph = mlp(graph_dim, head_hidden, int(action_space.n))  # type: ignore[attr-defined]
+
+    def forward(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.choice is not None:
+            return self.choice.dense_scores(enc, obs)
+        assert self.graph is not None  # noqa: S101 (one of the two is built)
+        return self.graph(enc.graphs)  # type: ignore[no-any-return]
+
+
+class QNetwork(nn.Module):
+    """Encoder + ``num_q`` Q heads (+ a value head ``V(s)`` when ``value``)."""
+
+    def __init__(
+        self,
+        encoder: GraphEncoder,
+        action_space: gym.Space,
+        edge_dim: int | None,
+        head_hidden: int,
+        num_q: int = 1,
+        value: bool = False,
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder
+        dims = (encoder.hidden, encoder.out_dim, edge_dim, head_hidden)
+        self.q_heads = nn.ModuleList([QHead(action_space, *dims) for _ in range(num_q)])
+        self.v_head = mlp(encoder.out_dim, head_hidden, 1) if value else None
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> tuple[GraphEncoding, list[torch.Tensor]]:
+        """(the encoding, each head's Q values ``[G, ...]``) of every graph of ``obs``."""
+        enc = self.encoder(obs)
+        return enc, [head(enc, obs) for head in self.q_heads]
+
+    def values(self, enc: GraphEncoding) -> torch.Tensor:
+        """``V(s)`` ``[G]`` (the value head must exist)."""
+        assert self.v_head is not None  # noqa: S101 (built with value=True)
+        return self.v_head(enc.graphs).squeeze(-1)  # type: ignore[no-any-return]
+
+    def frozen_copy(self) -> "QNetwork":
+        """A copy for target values: same weights, no gradients."""
+        target = copy.deepcopy(self)
+        for p in target.parameters():
+            p.requires_grad_(False)
+        return target
+
+
+def legal(q: torch.Tensor) -> torch.Tensor:
+    """Bool ``[G, M]``: entries that are actions (not masked, not filler)."""
+    return q > torch.finfo(q.dtype).min
+
+
+def masked_argmax(q: torch.Tensor) -> torch.Tensor:
+    """The best legal action of every graph ``[G]`` (0 where none is legal)."""
+    return q.argmax(dim=-1)
+
+
+def masked_max(q: torch.Tensor) -> torch.Tensor:
+    """The largest legal Q of every graph ``[G]``; 0 where no action is legal."""
+    best = q.max(dim=-1).values
+    return torch.where(legal(q).any(dim=-1), best, torch.zeros_like(best))
+
+
+def masked_logsumexp(q: torch.Tensor) -> torch.Tensor:
+    """``log sum_a exp Q(s, a)`` over the legal actions of every graph ``[G]``; 0 where none."""
+    out = torch.logsumexp(q, dim=-1)
+    return torch.where(legal(q).any(dim=-1), out, torch.zeros_like(out))
+
+
+def pick(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """``Q(s, a)`` ``[T]`` of the rows' actions."""
+    return q.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+def value_train_outputs(module: Any, batch: dict[str, Any]) -> dict[str, Any]:
+    """The training forward of IQL / CQL modules over the value-run batch
+    (:mod:`offline_graph.data.value_runs`: ``obs["target"]`` = s, ``obs["next_index"]`` = s'):
+    each network encodes the batch's graphs once.
+
+    IQL: ``ACTION_DIST_INPUTS`` (policy at s), ``q`` ``[H, T, ...]`` (every head at s), ``v``,
+    ``v_next`` ``[T]``, ``q_target`` (min over the target heads at s). CQL: ``q`` ``[1, T, ...]``,
+    ``q_next`` (online, for the double-DQN argmax) and ``q_next_target`` at s'.
+    """
+    obs = batch[Columns.OBS]
+    s = torch.as_tensor(obs["target"]).long()
+    s_next = torch.as_tensor(obs["next_index"]).long()
+    if module.gnn_config["value_based"] == "cql":
+        _, (q,) = module._q(obs)
+        with torch.no_grad():
+            _, (q_target,) = module._q_target(obs)
+        return {
+            Columns.ACTION_DIST_INPUTS: q[s],
+            "q": q[s].unsqueeze(0),
+            "q_next": q[s_next].detach(),
+            "q_next_target": q_target[s_next],
+        }
+    enc = module._encoder(obs)
+    c_enc, qs = module._critic(obs)
+    v = module._critic.values(c_enc)
+    with torch.no_grad():
+        _, target_qs = module._critic_target(obs)
+    return {
+        Columns.ACTION_DIST_INPUTS: module._pi_head(enc, obs)[s],
+        "q": torch.stack([q[s] for q in qs]),
+        "v": v[s],
+        "v_next": v[s_next],
+        "q_target": torch.stack([q[s] for q in target_qs]).min(dim=0).values,
+    }

@@ -1,0 +1,52 @@
+"""Reading strategy ``value`` (IQL, CQL): episode rows or converted rows -> ``k * B / L``
+value runs, each ``L`` consecutive steps plus the graph after them
+(:mod:`offline_graph.data.value_runs`), so a learner batch holds every graph once and its
+``next_index`` points each trained step at its next graph.
+
+One learner batch is ``train_batch_size_per_learner`` *rows*; ``configure`` sets the run
+length so a batch trains about ``B`` transitions (``L = value_run_length``, rows ``B / L``).
+``k`` makes an epoch about one pass over the data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from offline_graph.data.transitions import transition_schema
+from offline_graph.data.value_runs import MARKER, STEP_COLUMNS, sample_value_runs, value_runs_to_arrow
+from offline_graph.rllib.reading.base import Reading, episode_count
+
+GRAPH_KEEP = ("x", "edge_index", "edge_attr", "node_mask", "edge_mask")
+
+
+class ValueRuns(Reading):
+    """Episodes (or rows rebuilt into episodes) -> buffer -> value runs per call."""
+
+    kind = "value"
+
+    def __init__(self, *args: Any, episodes: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.episodes = episodes
+
+    def read(self, batch: Any) -> int:
+        return self.read_buffered(batch, self.episodes)
+
+    def sample(self, new: int) -> pa.Table:
+        length = self.settings.value_runs
+        data = self.buffer.all()
+        per_run = min(length, max(1.0, len(data) / max(1, episode_count(data))))
+        num = self.num_batches(new / per_run) * self.batch_size
+        start, stop = sample_value_runs(data, self.buffer.rng, num, length)
+        return value_runs_to_arrow(data, start, stop)
+
+    def rows(self, sample: pa.Table) -> pa.Table:
+        return sample
+
+    def empty_table(self) -> pa.Table:
+        assert self.spec is not None  # noqa: S101
+        schema = transition_schema(self.spec)
+        fields = [pa.field(n, pa.list_(schema.field(n).type)) for n in STEP_COLUMNS]
+        fields += [pa.field(f.name, pa.list_(f.type)) for f in schema if f.name in GRAPH_KEEP]
+        return pa.schema(fields + [pa.field(MARKER, pa.int32())]).empty_table()
