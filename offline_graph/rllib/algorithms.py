@@ -163,34 +163,3 @@ def learner_module_copy(algo: Algorithm, module_id: ModuleID = DEFAULT_MODULE_ID
     module.set_state(state)
     module.eval()  # type: ignore[attr-defined]
     return module
-
-
-GRAPH_ALGORITHMS: dict[type, type] = {BC: GraphBC, MARWIL: GraphMARWIL}
-"""RLlib's algorithm class -> the graph-aware one :func:`offline_graph.configure` sets."""
-
-
-def graph_algo_class(algo_class: Any) -> type:
-    """The graph-aware algorithm class for a config's ``algo_class`` (see
-    :data:`GRAPH_ALGORITHMS`); a ``GraphOfflineAlgorithm`` subclass is kept as it is."""
-    cls = algo_class
-    if isinstance(cls, str):
-        from ray.tune.registry import get_trainable_cls
-
-        cls = get_trainable_cls(cls)
-    if isinstance(cls, type) and issubclass(cls, GraphOfflineAlgorithm):
-        return cls
-    if cls in GRAPH_ALGORITHMS:
-        return GRAPH_ALGORITHMS[cls]
-    found = cls.__name__ if isinstance(cls, type) else repr(cls)
-    if isinstance(cls, type) and issubclass(cls, MARWIL):
-        graph = "GraphBC" if issubclass(cls, BC) else "GraphMARWIL"
-        hint = (
-            f"Derive {found} from offline_graph.{graph} instead of "
-            f"{'BC' if graph == 'GraphBC' else 'MARWIL'} so it keeps its overrides."
-        )
-    else:
-        hint = "offline_graph trains BC and MARWIL: start from a BCConfig or a MARWILConfig."
-    raise ConfigError(
-        "configure: config.algo_class must be BC, MARWIL or a subclass of offline_graph.GraphBC "
-        f"/ GraphMARWIL (found {found}). {hint}"
-    )

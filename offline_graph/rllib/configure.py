@@ -51,7 +51,13 @@ from offline_graph.data.storage import is_uri
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.multi_agent import module_spaces
 from offline_graph.rllib.offline_data import GraphOfflineData
-from offline_graph.rllib.algorithms import graph_algo_class
+from offline_graph.rllib.algo_classes import graph_algo_class
+from offline_graph.rllib.value_configure import (
+    DEFAULT_RUN_LENGTH,
+    set_value_model_options,
+    value_kind,
+    value_settings,
+)
 from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.rllib.env_setup import configure_env, eval_runner_cpus
 from offline_graph.rllib.resources import apply_plan, cluster_size, plan_resources
@@ -69,14 +75,17 @@ def configure(
     seed: int | None = None,
     holdout: float = 0.0,
     holdout_seed: int = 0,
+    value_run_length: int = DEFAULT_RUN_LENGTH,
 ) -> C:
     """Fill in what graph training needs (see the module docstring); returns ``config``.
 
     ``holdout``: the fraction of episodes kept out of training (:mod:`offline_graph.data.holdout`,
     split by ``holdout_seed``), e.g. for offline metrics when there is no env.
+    ``value_run_length``: IQL / CQL only, steps per value run (:mod:`offline_graph.rllib.value_configure`).
     """
     cfg: Any = config
     algo_class = graph_algo_class(cfg.algo_class)
+    kind = value_kind(algo_class)
     if not cfg.is_multi_agent:
         configure_env(cfg)  # with an env: its spaces, GraphEnvRunner, eval settings (rllib/env_setup.py)
     elif cfg.env and cfg.evaluation_interval:
@@ -106,14 +115,14 @@ def configure(
         )
     if on_error not in ("raise", "skip"):
         problems.append(f"on_error must be 'raise' or 'skip' (found {on_error!r})")
-    kind = scan.kind if scan is not None else None
-    if kind == "transitions" and cfg.input_read_episodes:
+    input_kind = scan.kind if scan is not None else None
+    if input_kind == "transitions" and cfg.input_read_episodes:
         problems.append(
             "offline_data(input_read_episodes=...) must be False for converted transition rows (found True)"
         )
-    if kind == "episodes" and not cfg.input_read_episodes:
+    if input_kind == "episodes" and not cfg.input_read_episodes:
         problems.append("offline_data(input_read_episodes=...) must be True for episode files (found False)")
-    if kind == "transitions" and float(getattr(cfg, "beta", 0.0) or 0.0) > 0.0:
+    if input_kind == "transitions" and not kind and float(getattr(cfg, "beta", 0.0) or 0.0) > 0.0:
         rows_gamma = scan.metadata.get("gamma") if scan is not None else None
         if rows_gamma is not None and abs(float(rows_gamma) - float(cfg.gamma)) > 1e-12:
             problems.append(
@@ -163,7 +172,7 @@ def configure(
         file_errors=dict(scan.examples) if scan is not None else {},
         holdout=float(holdout),
         holdout_seed=int(holdout_seed),
-        **sequence_settings(cfg),
+        **(value_settings(cfg, kind, scan, value_run_length) if kind else sequence_settings(cfg)),
     )
     iter_kwargs = dict(cfg.iter_batches_kwargs)
     iter_kwargs["collate_fn"] = GraphCollateFn()
@@ -186,7 +195,10 @@ def configure(
     if cfg.dataset_num_iters_per_learner is None:
         # RLlib's learners need num_iters on the iterator path; None fails there.
         cfg.offline_data(dataset_num_iters_per_learner=10)
-    _set_value_head(cfg)
+    if kind:
+        set_value_model_options(cfg, kind, set_model_option)
+    else:
+        _set_value_head(cfg)
     cfg.learner_config_dict[SETTINGS_KEY] = settings.as_dict()
     cfg.algo_class = algo_class
     return config

@@ -1,0 +1,59 @@
+"""What ``offline_graph.configure`` sets for value-based configs (``IQLConfig`` / ``CQLConfig``):
+
+- the module's ``model_config``: ``value_based`` ("iql" / "cql"), ``twin_q`` (IQL's
+  ``config.twin_q``) and ``value_head=False`` (MARWIL's head; IQL has its own V network);
+- the data path: value runs of ``value_run_length`` consecutive steps, each shipped with the
+  graph after it (:mod:`offline_graph.data.value_runs`); one learner batch is
+  ``train_batch_size_per_learner`` runs, i.e. up to ``value_run_length`` times as many
+  transitions;
+- refusals, as ConfigErrors that say what works instead: multi-agent configs, memory modules,
+  converted rows without final observations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.files import FileScan
+from offline_graph.rllib.value_algorithms import GraphCQL, GraphIQL
+
+DEFAULT_RUN_LENGTH = 4
+"""Steps per value run: ``(L + 1) / L`` graphs per trained transition (1.25 at 4)."""
+
+
+def value_kind(algo_class: type) -> str | None:
+    """ "iql" / "cql" for the value-based graph algorithms, else None."""
+    if issubclass(algo_class, GraphIQL):
+        return "iql"
+    return "cql" if issubclass(algo_class, GraphCQL) else None
+
+
+def value_settings(cfg: Any, kind: str, scan: FileScan | None, run_length: int) -> dict[str, int]:
+    """The :class:`~offline_graph.rllib.settings.GraphSettings` entries of a value-based config
+    (checks first: see the module doc)."""
+    where = f"configure ({kind.upper()}Config)"
+    if cfg.is_multi_agent:
+        raise ConfigError(
+            f"{where}: config.multi_agent(...) must not be set for {kind.upper()} (found a "
+            "multi-agent config). Value-based training is single-agent for now: train each "
+            "module from its agents' data, or use BC / MARWIL for multi-agent configs."
+        )
+    if isinstance(run_length, bool) or not isinstance(run_length, int) or run_length < 1:
+        raise ConfigError(f"{where}: value_run_length must be an int >= 1 (found {run_length!r}).")
+    meta = scan.metadata if scan is not None else {}
+    if scan is not None and scan.kind == "transitions" and not meta.get("final_obs"):
+        raise ConfigError(
+            f"{where}: converted rows must carry each episode's final observation (found rows "
+            "without them: converted by an older offline-graph convert). Value-based updates "
+            "bootstrap from it; train from the episode files, or convert them again."
+        )
+    return {"value_runs": run_length}
+
+
+def set_value_model_options(cfg: Any, kind: str, set_option: Any) -> None:
+    """``value_based``, ``twin_q`` and ``value_head=False`` in the module's model_config
+    (``set_option(cfg, key, value, keep_user=...)`` writes where RLlib reads it)."""
+    set_option(cfg, "value_based", kind, keep_user=False)
+    set_option(cfg, "value_head", False, keep_user=False)
+    set_option(cfg, "twin_q", bool(getattr(cfg, "twin_q", True)) if kind == "iql" else False, keep_user=True)
