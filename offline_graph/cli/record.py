@@ -23,7 +23,7 @@ from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.jobs.recording import DEFAULT_ENV, DEFAULT_MASK_KEY
 from offline_graph.cli.arguments import bad_value, bounded, check_bounds, parse_config, parser_for
 
-POLICIES = ("expert", "random", "mixed", "decoy")
+POLICIES = ("expert", "random", "mixed", "decoy", "stitch")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class Config:
     """Behaviour policy: expert (always correct), random (uniform), mixed (expert with
     probability 1-epsilon, else uniform) or decoy (expert with probability 1-epsilon, else the
     most frequent node color: a systematic mistake). Envs with a make_policy(name, epsilon,
-    rng) method (the node/edge-selection tasks) supply their own expert/random/mixed. Or
+    rng) method (the node/edge-selection tasks) supply their own expert/random/mixed;
+    offline_graph/Stitch-v0 also stitch (its logs' behaviour, epsilon = door probability). Or
     module:function, a user policy called as function(obs_dict, info) -> action (obs_dict has
     action_mask when the env gives one); for an RLlib MultiAgentEnv it is called as
     function(agent_id, obs_dict, info) -> action."""
@@ -49,7 +50,7 @@ class Config:
         default=0.3, metadata=bounded(0.0, 1.0, hint="It is the probability of a random action.")
     )
     """Probability of the noise action for --policy mixed (uniform) and decoy (most frequent
-    node color); ignored otherwise."""
+    node color), of the door for stitch; ignored otherwise."""
     episodes: int = field(default=100, metadata=bounded(1, hint="Record at least one episode."))
     """Number of episodes to record."""
     seed: int = 0

@@ -3,7 +3,8 @@
 Importing this package registers the envs with gymnasium: ``"offline_graph/Graph-v0"``
 (:mod:`~offline_graph.env.graph_env`), ``"offline_graph/NextHop-v0"``
 (:mod:`~offline_graph.env.next_hop`) and ``"offline_graph/GrowTree-v0"``
-(:mod:`~offline_graph.env.grow_tree`) and the memory task ``"offline_graph/Recall-v0"``
+(:mod:`~offline_graph.env.grow_tree`), the stitching task ``"offline_graph/Stitch-v0"``
+(:mod:`~offline_graph.env.stitch`) and the memory task ``"offline_graph/Recall-v0"``
 (:mod:`~offline_graph.env.recall`).
 """
 
@@ -43,12 +44,15 @@ __all__ = [
 # (offline_graph.env.selection_envs re-exports them under their old import path.)
 from offline_graph.env.grow_tree import GrowTreeConfig, GrowTreeEnv, grow_tree_expert  # noqa: E402
 from offline_graph.env.next_hop import NextHopConfig, NextHopEnv, next_hop_expert  # noqa: E402
+from offline_graph.env.stitch import StitchConfig, StitchEnv, stitch_expert  # noqa: E402
 
 NEXT_HOP_ID = "offline_graph/NextHop-v0"
 GROW_TREE_ID = "offline_graph/GrowTree-v0"
+STITCH_ID = "offline_graph/Stitch-v0"
 for _id, _entry in (
     (NEXT_HOP_ID, "offline_graph.env.next_hop:NextHopEnv"),
     (GROW_TREE_ID, "offline_graph.env.grow_tree:GrowTreeEnv"),
+    (STITCH_ID, "offline_graph.env.stitch:StitchEnv"),
 ):
     if _id not in gym.registry:
         gym.register(id=_id, entry_point=_entry)
@@ -56,12 +60,16 @@ for _id, _entry in (
 __all__ += [
     "GROW_TREE_ID",
     "NEXT_HOP_ID",
+    "STITCH_ID",
     "GrowTreeConfig",
     "GrowTreeEnv",
     "NextHopConfig",
     "NextHopEnv",
+    "StitchConfig",
+    "StitchEnv",
     "grow_tree_expert",
     "next_hop_expert",
+    "stitch_expert",
 ]
 
 # The memory task: answer at the last step the cue shown at step 0 (offline_graph.env.recall).
