@@ -1,0 +1,92 @@
+"""Value runs (offline_graph.data.value_runs): steps plus the graph after them, each graph once;
+and the masked Q helpers of offline_graph.rllib.critic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from offline_graph.data.columns import GraphColumns
+from offline_graph.data.errors import SchemaError
+from offline_graph.data.value_runs import (
+    collate_value_runs,
+    is_value_table,
+    sample_value_runs,
+    value_runs_to_arrow,
+)
+from offline_graph.rllib.critic import masked_argmax, masked_logsumexp, masked_max, pick
+from offline_graph.rllib.value_learner import expectile_loss
+from tests.helpers import FixedRows, two_episode_transitions
+
+LOW = torch.finfo(torch.float32).min
+
+
+def with_finals():
+    """The two chain episodes of tests.helpers (A rows 0..4 tags 10..14, B rows 5..7 tags
+    20..22) with final observations tagged 15 (A, 5 nodes) and 23 (B, 2 nodes)."""
+    trans = two_episode_transitions()
+    finals = [
+        {"x": np.full((n, 2), tag, np.float32), "edge_index": np.zeros((2, 0), np.int64)}
+        for n, tag in ((5, 15), (2, 23))
+    ]
+    trans.final_obs = GraphColumns.from_graphs(finals, None)
+    return trans
+
+
+def test_runs_are_chunks_of_the_picked_rows() -> None:
+    # FixedRows picks rows 3, 1, 7, 4; length 2 chunks start at each episode's first step
+    start, stop = sample_value_runs(with_finals(), FixedRows(), 4, 2)
+    assert start.tolist() == [2, 0, 7, 4]
+    assert stop.tolist() == [4, 2, 8, 5]
+
+
+def test_each_graph_once_with_next_index_pointing_at_the_next_graph() -> None:
+    trans = with_finals()
+    table = value_runs_to_arrow(trans, np.array([2, 0, 7, 4]), np.array([4, 2, 8, 5]))
+    assert is_value_table(table.column_names) and table.num_rows == 4
+    batch = collate_value_runs(table)
+    obs = batch["obs"]
+    tags = obs["x"][obs["ptr"][:-1], 0].tolist()
+    # run [2, 4) + row 4; run [0, 2) + row 2; run [7, 8) + B's final; run [4, 5) + A's final
+    assert tags == [12, 13, 14, 10, 11, 12, 22, 23, 14, 15]
+    assert obs["target"].tolist() == [0, 1, 3, 4, 6, 8]
+    assert obs["next_index"].tolist() == [1, 2, 4, 5, 7, 9]
+    assert batch["actions"].tolist() == [2, 3, 0, 1, 2, 4]
+    assert batch["terminateds"].tolist() == [False, False, False, False, True, True]
+    assert batch["truncateds"].tolist() == [False] * 6
+    assert batch["rewards"].tolist() == [1.0] * 6
+    # the final observations keep their own sizes: 2 nodes (B's) and 5 nodes (A's)
+    assert np.diff(obs["ptr"]).tolist() == [3, 4, 4, 3, 3, 3, 2, 2, 4, 5]
+
+
+def test_whole_episode_runs_ship_one_extra_graph_per_episode() -> None:
+    trans = with_finals()
+    one = collate_value_runs(value_runs_to_arrow(trans, *sample_value_runs(trans, FixedRows(), 8, 1)))
+    assert (len(one["actions"]), len(one["obs"]["ptr"]) - 1) == (8, 16)  # L = 1: 2 graphs each
+    whole = collate_value_runs(value_runs_to_arrow(trans, np.array([0, 5]), np.array([5, 8])))
+    assert (len(whole["actions"]), len(whole["obs"]["ptr"]) - 1) == (8, 10)  # 5 + 1 and 3 + 1
+
+
+def test_a_run_ending_an_episode_needs_its_final_observation() -> None:
+    trans = two_episode_transitions()  # no final observations (like old converted rows)
+    value_runs_to_arrow(trans, np.array([0]), np.array([2]))  # inside the episode: fine
+    with pytest.raises(SchemaError, match="final observation of every episode must be kept"):
+        value_runs_to_arrow(trans, np.array([3]), np.array([5]))
+
+
+def test_masked_helpers_ignore_masked_and_missing_choices() -> None:
+    q = torch.tensor([[1.0, 5.0, LOW], [LOW, LOW, LOW], [-2.0, -1.0, -3.0]])
+    assert masked_argmax(q).tolist()[::2] == [1, 1]
+    assert masked_max(q).tolist() == [5.0, 0.0, -1.0]
+    lse = masked_logsumexp(q)
+    assert lse[0].item() == pytest.approx(np.log(np.exp(1.0) + np.exp(5.0)), rel=1e-6)
+    assert lse[1].item() == 0.0
+    assert lse[2].item() == pytest.approx(np.log(np.exp(-2.0) + np.exp(-1.0) + np.exp(-3.0)), rel=1e-6)
+    assert pick(q, torch.tensor([0, 1, 2])).tolist() == [1.0, LOW, -3.0]
+
+
+def test_expectile_loss_weights_positive_and_negative_errors() -> None:
+    diff = torch.tensor([2.0, -1.0])
+    # 0.8 * 4 and 0.2 * 1, averaged
+    assert expectile_loss(diff, 0.8).item() == pytest.approx((0.8 * 4 + 0.2 * 1) / 2)
