@@ -82,8 +82,14 @@ def check_config(cfg: Config) -> None:
     def bad(name: str, expected: str, hint: str) -> ConfigError:
         return bad_value("train", cfg, name, expected, hint)
 
-    if cfg.algo == "bc" and cfg.beta is not None:
-        raise bad("beta", "unset for --algo bc", "BC is MARWIL with beta=0; use --algo marwil.")
+    if cfg.algo in ("bc", "cql") and cfg.beta is not None:
+        raise bad("beta", f"unset for --algo {cfg.algo}", "--beta is MARWIL's / IQL's temperature.")
+    if cfg.algo == "marwil" and cfg.beta is not None and cfg.beta > 1.0:
+        raise bad("beta", "<= 1 for --algo marwil", "RLlib's MARWIL bounds beta by 1; IQL takes any.")
+    if cfg.expectile is not None and cfg.algo != "iql":
+        raise bad("expectile", "unset unless --algo iql", "It is IQL's value expectile.")
+    if cfg.cql_alpha is not None and cfg.algo != "cql":
+        raise bad("cql_alpha", "unset unless --algo cql", "It is CQL's conservative weight.")
     check_bounds("train", cfg)
     if cfg.updates_per_iteration < 1 or (cfg.num_learners == 0 and cfg.updates_per_iteration < 2):
         raise bad(
@@ -174,7 +180,7 @@ def run(cfg: Config) -> dict[str, Any]:
         build_s = time.perf_counter() - t0
         history: list[dict[str, Any]] = []
         print(
-            f"{'iter':>5} {'policy_loss':>12} {'vf_loss':>10} {'steps':>7} {'sec':>7} "
+            f"{'iter':>5} {'policy_loss':>12} {'vf_loss':>10} {'qf_loss':>10} {'steps':>7} {'sec':>7} "
             f"{'trans/s':>9} {'bytes/trans':>11}"
         )
         for it in range(1, cfg.iterations + 1):
@@ -184,7 +190,7 @@ def run(cfg: Config) -> dict[str, Any]:
             rec["bytes_per_transition"] = side.batch_bytes_per_transition()
             history.append(rec)
             print(
-                f"{it:>5} {fmt(rec['policy_loss']):>12} {fmt(rec['vf_loss']):>10} "
+                f"{it:>5} {fmt(rec['policy_loss']):>12} {fmt(rec['vf_loss']):>10} {fmt(rec['qf_loss']):>10} "
                 f"{rec['env_steps_trained'] or 0:>7} {rec['seconds']:>7.2f} "
                 f"{fmt(rec['transitions_per_s'], '.0f'):>9} "
                 f"{fmt(rec['bytes_per_transition'], '.0f'):>11}",

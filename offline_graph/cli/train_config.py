@@ -18,7 +18,7 @@ from offline_graph.rllib.settings import Conv
 
 DEFAULT_HOLDOUT = 0.1
 """--holdout when there is no env to evaluate in."""
-Algo = Literal["bc", "marwil"]
+Algo = Literal["bc", "marwil", "iql", "cql"]
 """The message-passing layers of :mod:`offline_graph.rllib.gnn_layers` (its ``CONVS``)."""
 
 
@@ -27,7 +27,8 @@ class Config:
     """Settings of one training + evaluation run."""
 
     algo: Algo
-    """Algorithm: bc (behaviour cloning) or marwil (advantage-weighted BC; --beta 0 is BC)."""
+    """Algorithm: bc (behaviour cloning), marwil (advantage-weighted BC; --beta 0 is BC), iql
+    (implicit Q-learning) or cql (conservative Q-learning, discrete: masked argmax of Q)."""
     data: str
     """Parquet file or directory of episode files (offline-graph record) or converted
     transition rows (offline-graph convert); the kind is read from the file metadata."""
@@ -54,7 +55,19 @@ class Config:
     lr: float = field(default=1e-3, metadata=bounded(0.0, hint="It is Adam's learning rate.", low_open=True))
     """Adam learning rate."""
     beta: float | None = field(default=None, metadata=bounded(0.0, hint="0 turns MARWIL into BC."))
-    """MARWIL's advantage temperature (default 1.0; 0 turns MARWIL into BC). Not for bc."""
+    """Advantage temperature: MARWIL's (default 1.0, at most 1; 0 turns MARWIL into BC) or
+    IQL's (default 3.0; any value > 0). Not for bc / cql."""
+    expectile: float | None = field(
+        default=None,
+        metadata=bounded(0.0, 1.0, hint="IQL's V is this expectile of Q.", low_open=True, high_open=True),
+    )
+    """IQL: the expectile of the value loss (default 0.8). Only for iql."""
+    cql_alpha: float | None = field(default=None, metadata=bounded(0.0, hint="0 is double DQN."))
+    """CQL: weight of the conservative term (RLlib's min_q_weight; default 1.0). Only for cql."""
+    tau: float = field(
+        default=0.005, metadata=bounded(0.0, 1.0, hint="1 copies every update.", low_open=True)
+    )
+    """IQL / CQL: Polyak rate of the target Q networks after every gradient step."""
     hidden: int = 64
     """GNN node embedding width."""
     layers: int = 2
@@ -121,6 +134,8 @@ def data_metadata(files: list[str]) -> dict[str, Any]:
 def build_config(cfg: Config, kind: str, observation_space: Any, action_space: Any) -> Any:
     """The configured BCConfig / MARWILConfig for ``cfg`` (via ``offline_graph.configure``)."""
     from ray.rllib.algorithms.bc import BCConfig
+    from ray.rllib.algorithms.cql import CQLConfig
+    from ray.rllib.algorithms.iql import IQLConfig
     from ray.rllib.algorithms.marwil import MARWILConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -137,11 +152,18 @@ def build_config(cfg: Config, kind: str, observation_space: Any, action_space: A
         model_config["conv"] = cfg.conv
     if cfg.frame_stack > 1 or cfg.memory:
         model_config.update(frame_stack=cfg.frame_stack, memory=cfg.memory, max_seq_len=cfg.max_seq_len)
-    config = BCConfig() if cfg.algo == "bc" else MARWILConfig()
+    config: Any = {"bc": BCConfig, "marwil": MARWILConfig, "iql": IQLConfig, "cql": CQLConfig}[cfg.algo]()
     training: dict[str, Any] = {"train_batch_size_per_learner": cfg.batch_size, "lr": cfg.lr}
     if cfg.algo == "marwil":
         training["beta"] = 1.0 if cfg.beta is None else cfg.beta
         model_config["beta"] = training["beta"]
+    if cfg.algo in ("iql", "cql"):  # their own learning rates (RLlib's lr is unused)
+        training.update(lr=None, critic_lr=cfg.lr, tau=cfg.tau)
+    if cfg.algo == "iql":
+        training.update(actor_lr=cfg.lr, value_lr=cfg.lr, beta=3.0 if cfg.beta is None else cfg.beta)
+        training["expectile"] = 0.8 if cfg.expectile is None else cfg.expectile
+    if cfg.algo == "cql":
+        training["min_q_weight"] = 1.0 if cfg.cql_alpha is None else cfg.cql_alpha
     config = (
         config.environment(observation_space=observation_space, action_space=action_space)
         .offline_data(

@@ -12,6 +12,8 @@ no longer takes. What these subclasses change, nothing of RLlib itself:
   temperature (the paper uses 3-10), only ``beta > 0`` is required; the default learner is
   :class:`~offline_graph.rllib.value_learner.GraphValueTorchLearner` and the default module
   ``GNNModule``;
+- ``GraphCQLConfig`` is offline only (``is_online`` False, as MARWIL's): SAC's default would
+  build sampling EnvRunners, which need an env;
 - ``GraphCQL.training_step`` is the offline training step RLlib's MARWIL (and IQL) run: sample
   the offline data's iterators, one ``LearnerGroup.update`` per iteration;
 - the overrides of :class:`~offline_graph.rllib.algorithms.GraphOfflineAlgorithm` (build-time
@@ -68,6 +70,7 @@ class GraphCQLConfig(CQLConfig):
 
     def __init__(self, algo_class: Any = None) -> None:
         super().__init__(algo_class=algo_class or GraphCQL)
+        self._is_online = False  # offline only, as MARWILConfig (SAC's default builds EnvRunners)
 
     def get_default_learner_class(self) -> Any:
         return _graph_defaults(self)[0]

@@ -6,6 +6,7 @@
   graph after it (:mod:`offline_graph.data.value_runs`); one learner batch is
   ``train_batch_size_per_learner`` runs, i.e. up to ``value_run_length`` times as many
   transitions;
+- ``lr=None`` for CQL (RLlib's SAC validate demands it; the Q network uses ``critic_lr``);
 - refusals, as ConfigErrors that say what works instead: multi-agent configs, memory modules,
   converted rows without final observations.
 """
@@ -48,6 +49,12 @@ def value_settings(cfg: Any, kind: str, scan: FileScan | None, run_length: int) 
             "without them: converted by an older offline-graph convert). Value-based updates "
             "bootstrap from it; train from the episode files, or convert them again."
         )
+    if kind == "cql":
+        cfg._is_online = False  # offline only, as MARWILConfig (SAC's True builds EnvRunners)
+        if cfg.lr is not None:
+            # CQLConfig's default lr (3e-4) fails its own (SAC's) validate on the new API
+            # stack; the Q network learns with critic_lr.
+            cfg.training(lr=None)
     return {"value_runs": run_length}
 
 
