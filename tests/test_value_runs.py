@@ -16,7 +16,7 @@ from offline_graph.data.value_runs import (
     value_runs_to_arrow,
 )
 from offline_graph.rllib.critic import masked_argmax, masked_logsumexp, masked_max, pick
-from offline_graph.rllib.value_learner import expectile_loss
+from offline_graph.rllib.value_learner import cql_losses, expectile_loss, iql_losses
 from tests.helpers import FixedRows, two_episode_transitions
 
 LOW = torch.finfo(torch.float32).min
@@ -90,3 +90,64 @@ def test_expectile_loss_weights_positive_and_negative_errors() -> None:
     diff = torch.tensor([2.0, -1.0])
     # 0.8 * 4 and 0.2 * 1, averaged
     assert expectile_loss(diff, 0.8).item() == pytest.approx((0.8 * 4 + 0.2 * 1) / 2)
+
+
+def test_iql_losses_by_hand() -> None:
+    fwd_out = {
+        # two Q heads, two transitions, three choices (the third masked in the first graph)
+        "q": torch.tensor([[[1.0, 2.0, LOW], [0.0, 1.0, 3.0]], [[2.0, 1.0, LOW], [0.0, 0.0, 1.0]]]),
+        "q_target": torch.tensor([[1.5, 2.5, LOW], [0.0, 0.0, 2.0]]),
+        "v": torch.tensor([2.0, 3.0]),
+        "v_next": torch.tensor([4.0, 10.0]),
+    }
+    batch = {
+        "actions": torch.tensor([1, 2]),
+        "rewards": torch.tensor([1.0, 0.0]),
+        "terminateds": torch.tensor([False, True]),
+    }
+    logp = torch.tensor([-0.5, -1.0])
+    out = iql_losses(fwd_out, batch, logp, gamma=0.5, beta=2.0, expectile=0.7)
+    # Q_t(s, a) = 2.5, 2.0; u = Q_t - V = 0.5, -1.0
+    assert out["vf_loss"].item() == pytest.approx((0.7 * 0.25 + 0.3 * 1.0) / 2)
+    assert out["policy_loss"].item() == pytest.approx((np.exp(1.0) * 0.5 + np.exp(-2.0) * 1.0) / 2, rel=1e-6)
+    # y = 1 + 0.5 * 4 = 3 (alive), 0 (terminated: no bootstrap); heads' Q(s, a) = (2, 3), (1, 1)
+    assert out["qf_loss"].item() == pytest.approx((1 + 9) / 2 + (4 + 1) / 2)
+    assert out["total_loss"].item() == pytest.approx(
+        out["vf_loss"].item() + out["policy_loss"].item() + out["qf_loss"].item()
+    )
+
+
+def test_iql_advantage_weights_are_clipped_at_100() -> None:
+    fwd_out = {
+        "q": torch.zeros(1, 1, 2),
+        "q_target": torch.tensor([[10.0, 0.0]]),
+        "v": torch.tensor([0.0]),
+        "v_next": torch.tensor([0.0]),
+    }
+    batch = {
+        "actions": torch.tensor([0]),
+        "rewards": torch.tensor([0.0]),
+        "terminateds": torch.tensor([True]),
+    }
+    out = iql_losses(fwd_out, batch, torch.tensor([-1.0]), gamma=0.9, beta=3.0, expectile=0.8)
+    assert out["adv_weight_mean"].item() == 100.0 and out["policy_loss"].item() == pytest.approx(100.0)
+
+
+def test_cql_losses_by_hand() -> None:
+    fwd_out = {
+        "q": torch.tensor([[[1.0, 2.0, LOW], [0.0, 1.0, 3.0]]]),
+        # online Q at s' picks choice 0 of the first next graph; the second has no legal choice
+        "q_next": torch.tensor([[5.0, 1.0, LOW], [LOW, LOW, LOW]]),
+        "q_next_target": torch.tensor([[4.0, 7.0, LOW], [9.0, 9.0, 9.0]]),
+    }
+    batch = {
+        "actions": torch.tensor([1, 2]),
+        "rewards": torch.tensor([1.0, 2.0]),
+        "terminateds": torch.tensor([False, False]),
+    }
+    out = cql_losses(fwd_out, batch, gamma=0.5, min_q_weight=5.0)
+    # y = 1 + 0.5 * Q_target(s', argmax Q(s')) = 1 + 0.5 * 4 = 3; 2 + 0 (no legal choice) = 2
+    assert out["qf_loss"].item() == pytest.approx(((2 - 3) ** 2 + (3 - 2) ** 2) / 2)
+    lse0, lse1 = np.log(np.exp(1.0) + np.exp(2.0)), np.log(1 + np.exp(1.0) + np.exp(3.0))
+    assert out["cql_loss"].item() == pytest.approx(((lse0 - 2) + (lse1 - 3)) / 2, rel=1e-6)
+    assert out["total_loss"].item() == pytest.approx(1.0 + 5.0 * out["cql_loss"].item(), rel=1e-6)

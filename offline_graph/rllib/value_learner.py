@@ -89,49 +89,16 @@ class GraphValueTorchLearner(TorchLearner):
         self, *, module_id: ModuleID, config: Any, batch: Dict[str, Any], fwd_out: Dict[str, Any]
     ) -> torch.Tensor:
         module = self._graph_module(module_id)
-        actions = batch[Columns.ACTIONS].long()
-        rewards = batch[Columns.REWARDS].float()
-        alive = 1.0 - batch[Columns.TERMINATEDS].float()
-        q_sa = pick(fwd_out["q"], actions.expand(fwd_out["q"].shape[0], -1))  # [H, T]
         if module.gnn_config["value_based"] == "cql":
-            best = masked_argmax(fwd_out["q_next"])
-            legal_next = (
-                fwd_out["q_next"].gather(-1, best.unsqueeze(-1)).squeeze(-1)
-                > torch.finfo(fwd_out["q_next"].dtype).min
+            losses = cql_losses(fwd_out, batch, float(config.gamma), float(config.min_q_weight))
+        else:
+            dist = module.get_train_action_dist_cls().from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
+            logp = dist.logp(batch[Columns.ACTIONS].long())
+            losses = iql_losses(
+                fwd_out, batch, logp, float(config.gamma), float(config.beta), float(config.expectile)
             )
-            q_next = torch.where(legal_next, pick(fwd_out["q_next_target"], best), torch.zeros_like(rewards))
-            target = (rewards + config.gamma * alive * q_next).detach()
-            td_loss = (q_sa[0] - target).pow(2).mean()
-            cql_loss = (masked_logsumexp(fwd_out["q"][0]) - q_sa[0]).mean()
-            total = td_loss + config.min_q_weight * cql_loss
-            self.metrics.log_dict(
-                {"qf_loss": td_loss, "cql_loss": cql_loss, "q_mean": q_sa[0].mean(), "total_loss": total},
-                key=module_id,
-                window=1,
-            )
-            return total
-        q_t = pick(fwd_out["q_target"], actions)
-        value_loss = expectile_loss(q_t - fwd_out["v"], float(config.expectile))
-        adv = (q_t - fwd_out["v"]).detach()
-        weights = torch.clamp(torch.exp(float(config.beta) * adv), max=ADV_WEIGHT_MAX)
-        dist = module.get_train_action_dist_cls().from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
-        actor_loss = -(weights * dist.logp(actions)).mean()
-        target = (rewards + config.gamma * alive * fwd_out["v_next"]).detach()
-        critic_loss = (q_sa - target.unsqueeze(0)).pow(2).mean(dim=-1).sum()
-        total = value_loss + actor_loss + critic_loss
-        self.metrics.log_dict(
-            {
-                POLICY_LOSS_KEY: actor_loss,
-                "qf_loss": critic_loss,
-                "vf_loss": value_loss,
-                "q_mean": q_sa.mean(),
-                "adv_weight_mean": weights.mean(),
-                "total_loss": total,
-            },
-            key=module_id,
-            window=1,
-        )
-        return total
+        self.metrics.log_dict(losses, key=module_id, window=1)
+        return losses["total_loss"]
 
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
         super().apply_gradients(gradients_dict)
@@ -141,3 +108,61 @@ class GraphValueTorchLearner(TorchLearner):
             tau = float(config.tau)
             for online, target in module.target_network_pairs():
                 update_target_network(main_net=online, target_net=target, tau=tau)
+
+
+def _step_columns(batch: Dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(actions long, rewards float, 1 - terminated float) ``[T]``."""
+    return (
+        batch[Columns.ACTIONS].long(),
+        batch[Columns.REWARDS].float(),
+        1.0 - batch[Columns.TERMINATEDS].float(),
+    )
+
+
+def iql_losses(
+    fwd_out: Dict[str, Any],
+    batch: Dict[str, Any],
+    logp: torch.Tensor,
+    gamma: float,
+    beta: float,
+    expectile: float,
+) -> dict[str, torch.Tensor]:
+    """IQL's value, critic and actor losses (module doc) from the training forward's outputs
+    and ``logp`` = log pi(a | s) of the rows' actions."""
+    actions, rewards, alive = _step_columns(batch)
+    q_sa = pick(fwd_out["q"], actions.expand(fwd_out["q"].shape[0], -1))  # [H, T]
+    q_t = pick(fwd_out["q_target"], actions)
+    value_loss = expectile_loss(q_t - fwd_out["v"], expectile)
+    weights = torch.clamp(torch.exp(beta * (q_t - fwd_out["v"]).detach()), max=ADV_WEIGHT_MAX)
+    actor_loss = -(weights * logp).mean()
+    target = (rewards + gamma * alive * fwd_out["v_next"]).detach()
+    critic_loss = (q_sa - target.unsqueeze(0)).pow(2).mean(dim=-1).sum()
+    return {
+        POLICY_LOSS_KEY: actor_loss,
+        "qf_loss": critic_loss,
+        "vf_loss": value_loss,
+        "q_mean": q_sa.mean().detach(),
+        "adv_weight_mean": weights.mean(),
+        "total_loss": value_loss + actor_loss + critic_loss,
+    }
+
+
+def cql_losses(
+    fwd_out: Dict[str, Any], batch: Dict[str, Any], gamma: float, min_q_weight: float
+) -> dict[str, torch.Tensor]:
+    """Discrete CQL's TD (double DQN over the legal choices of s') and conservative losses."""
+    actions, rewards, alive = _step_columns(batch)
+    q = fwd_out["q"][0]
+    q_sa = pick(q, actions)
+    best = masked_argmax(fwd_out["q_next"])
+    has_legal = pick(fwd_out["q_next"], best) > torch.finfo(q.dtype).min
+    q_next = torch.where(has_legal, pick(fwd_out["q_next_target"], best), torch.zeros_like(rewards))
+    target = (rewards + gamma * alive * q_next).detach()
+    td_loss = (q_sa - target).pow(2).mean()
+    cql_loss = (masked_logsumexp(q) - q_sa).mean()
+    return {
+        "qf_loss": td_loss,
+        "cql_loss": cql_loss,
+        "q_mean": q_sa.mean().detach(),
+        "total_loss": td_loss + min_q_weight * cql_loss,
+    }
