@@ -1,0 +1,176 @@
+"""IQL / CQL through RLlib's own configs: ``IQLConfig`` / ``CQLConfig`` + ``offline_graph.configure``
+-> GraphIQL / GraphCQL; training, get_module, greedy actions, checkpoints, RLlib EnvRunner
+evaluation, and the configs refused with a ConfigError."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.cql import CQLConfig
+from ray.rllib.algorithms.iql import IQLConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+import offline_graph
+from offline_graph import ConfigError, GNNModule, GraphOfflinePreLearner, NodeAction
+from offline_graph.data.space_text import graph_space
+from offline_graph.env import STITCH_ID
+from offline_graph.rllib.value_algorithms import GraphCQL, GraphIQL
+
+OBS = graph_space(7, 1)  # Stitch-v0: 5 flag features + 2 noise features, a constant edge feature
+ACT = NodeAction(20)
+
+
+@pytest.fixture(scope="module")
+def stitch_logs(tmp_path_factory) -> str:
+    from offline_graph.jobs.recording import plan_jobs, record
+
+    out = str(tmp_path_factory.mktemp("stitch_logs"))
+    jobs = plan_jobs(
+        env=STITCH_ID,
+        env_config={"hub_start_prob": 0.5},
+        policy="stitch",
+        epsilon=0.15,
+        episodes=60,
+        seed=0,
+        output=out,
+        episodes_per_file=30,
+    )
+    list(record(jobs, workers=1, show_progress=False))
+    return out
+
+
+def value_config(cls, data: str, learners: int = 0, **training):
+    config = (
+        cls()
+        .environment(observation_space=OBS, action_space=ACT)
+        .offline_data(
+            input_=[data],
+            input_read_episodes=True,
+            prelearner_class=GraphOfflinePreLearner,
+            dataset_num_iters_per_learner=2,
+        )
+        .learners(num_learners=learners)
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 16}))
+        .training(train_batch_size_per_learner=16, gamma=0.9, tau=0.5, **training)
+        .debugging(seed=0)
+    )
+    return offline_graph.configure(config, seed=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "cls,algo_cls,training",
+    [
+        (IQLConfig, GraphIQL, {"beta": 3.0, "expectile": 0.8, "actor_lr": 1e-3, "critic_lr": 1e-3}),
+        (CQLConfig, GraphCQL, {"min_q_weight": 1.0, "critic_lr": 1e-3}),
+    ],
+)
+def test_rllib_config_trains_acts_and_restores(ray_session, stitch_logs, tmp_path, cls, algo_cls, training):
+    algo = value_config(cls, stitch_logs, **training).build_algo()
+    try:
+        assert type(algo) is algo_cls
+        result = algo.train()
+        stats = result["learners"]["default_policy"]
+        assert math.isfinite(float(stats["qf_loss"])) and math.isfinite(float(stats["total_loss"]))
+        module = algo.get_module()
+        assert isinstance(module, GNNModule)
+        kind = "iql" if cls is IQLConfig else "cql"
+        assert module.gnn_config["value_based"] == kind
+        # RLlib's inference path: greedy actions are legal node indices of each step's graph
+        res = offline_graph.evaluate_module(module, STITCH_ID, episodes=5, seed=3)
+        assert res["illegal_actions"] == 0 and res["episodes"] == 5
+        path = algo.save_to_path(str(tmp_path / "ckpt"))
+    finally:
+        algo.stop()
+    restored = Algorithm.from_checkpoint(path)
+    try:
+        assert type(restored) is algo_cls
+        again = restored.get_module()
+        for k, v in module.get_state().items():
+            np.testing.assert_array_equal(np.asarray(again.get_state()[k]), np.asarray(v))
+    finally:
+        restored.stop()
+
+
+@pytest.mark.slow
+def test_iql_beta_above_one_and_two_ddp_learners(ray_session, stitch_logs):
+    algo = value_config(IQLConfig, stitch_logs, learners=2, beta=10.0).build_algo()
+    try:
+        assert algo.config.beta == 10.0
+        stats = algo.train()["learners"]["default_policy"]
+        assert math.isfinite(float(stats["policy_loss"]))
+    finally:
+        algo.stop()
+
+
+@pytest.mark.slow
+def test_rllib_env_runner_evaluation_of_an_iql_module(ray_session, stitch_logs):
+    config = (
+        IQLConfig()
+        .environment(STITCH_ID)
+        .offline_data(input_=[stitch_logs], input_read_episodes=True, dataset_num_iters_per_learner=2)
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 16}))
+        .training(train_batch_size_per_learner=16, beta=3.0)
+        .evaluation(evaluation_interval=1, evaluation_num_env_runners=0, evaluation_duration=6)
+    )
+    algo = offline_graph.configure(config, seed=0).build_algo()
+    try:
+        env_runners = algo.train()["evaluation"]["env_runners"]
+        assert int(env_runners["num_episodes"]) >= 6
+        # Stitch-v0 returns lie in {0, 0.25, 1} (or a small illegal-action penalty: never here)
+        assert 0.0 <= float(env_runners["episode_return_mean"]) <= 1.0
+    finally:
+        algo.stop()
+
+
+def test_multi_agent_iql_is_refused_with_a_config_error(stitch_logs):
+    config = (
+        IQLConfig()
+        .environment(observation_space=OBS, action_space=ACT)
+        .offline_data(input_=[stitch_logs], input_read_episodes=True)
+        .multi_agent(policies={"a"}, policy_mapping_fn=lambda aid, ep, **kw: "a")
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule))
+    )
+    with pytest.raises(ConfigError, match="multi_agent.*must not be set for IQL"):
+        offline_graph.configure(config)
+
+
+def test_gnn_module_refuses_memory_with_value_based() -> None:
+    spec = RLModuleSpec(
+        module_class=GNNModule,
+        observation_space=OBS,
+        action_space=ACT,
+        model_config={"value_based": "iql", "memory": "gru"},
+    )
+    with pytest.raises(ConfigError, match="'memory', 'frame_stack' > 1 and 'value_head' must be unset"):
+        spec.build()
+
+
+def test_cql_module_acts_by_the_masked_argmax_of_q() -> None:
+    spec = RLModuleSpec(
+        module_class=GNNModule, observation_space=OBS, action_space=ACT, model_config={"value_based": "cql"}
+    )
+    module = spec.build()
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.normal(size=(5, 7)), dtype=torch.float32)
+    obs = {
+        "x": x,
+        "edge_index": torch.tensor([[0, 1, 2], [1, 2, 3]]),
+        "edge_attr": torch.ones(3, 1),
+        "batch": torch.zeros(5, dtype=torch.long),
+        "ptr": torch.tensor([0, 5]),
+        "action_mask": torch.tensor([True, False, True, True, False]),
+    }
+    out = module.forward_inference({"obs": obs})
+    q = out["action_dist_inputs"][0]
+    enc = module._q.encoder(obs)
+    raw = module._q.q_heads[0].choice.scores(enc, obs).detach()
+    legal = [0, 2, 3]
+    assert torch.allclose(q[legal], raw[legal])
+    assert (q[[1, 4]] == torch.finfo(torch.float32).min).all()
+    action = module.get_inference_action_dist_cls().from_logits(out["action_dist_inputs"])
+    assert int(action.to_deterministic().sample()[0]) == legal[int(raw[legal].argmax())]
