@@ -6,8 +6,10 @@ CPU of a small machine: the read never runs and the job stalls. :func:`plan_reso
 one CPU for reading and gives the rest to the learners and the prelearner actors:
 
 * **small** (fewer than 2 whole CPUs left for prelearner actors once 1 read CPU, 1 per CPU
-  learner and the evaluation EnvRunners are counted): one prelearner actor of 0.25 CPU and
-  0.25 CPU per CPU learner (what suits a 2-CPU laptop; never a stall);
+  learner and the evaluation EnvRunners are counted): one prelearner actor of 0.25 CPU,
+  0.25 CPU per CPU learner and 0.25 CPU for the algorithm's own process (what a Tune trial
+  reserves; RLlib's 1 let two trials of a 2-point grid take both CPUs of a laptop and starve
+  the reads) (what suits a 2-CPU laptop; never a stall);
 * **otherwise**: learners keep RLlib's 1 CPU each and the prelearner actors take 1 CPU each in
   an autoscaling pool of (one per node, at most the CPUs left) .. (the CPUs left), through Ray
   Data's ``compute=ActorPoolStrategy`` (not the deprecated ``concurrency=``).
@@ -26,7 +28,10 @@ from typing import Any
 READ_CPUS = 1.0
 """Kept free for Ray Data's read tasks."""
 SMALL_SHARE = 0.25
-"""CPU request of a prelearner actor / CPU learner on a small machine."""
+"""CPU request of a prelearner actor / CPU learner / the algorithm's process (what a Tune
+trial holds) on a small machine."""
+MAIN_PROCESS_DEFAULT = 1
+"""RLlib's ``num_cpus_for_main_process`` default (a user's other value is kept)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,11 @@ class ResourcePlan:
         return (
             f"configure: {self.cluster_cpus:g} CPUs, {learners}{per}; prelearner actors "
             f"{lo}..{hi} x {self.map_num_cpus:g} CPU; {READ_CPUS:g} CPU kept for Ray Data's reads"
-            + (" (small machine: fractional requests)" if self.small else "")
+            + (
+                " (small machine: fractional requests, 0.25 CPU per algorithm / Tune trial)"
+                if self.small
+                else ""
+            )
         )
 
 
@@ -105,6 +114,10 @@ def apply_plan(cfg: Any, plan: ResourcePlan) -> dict[str, Any]:
     remote_cpu = cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0
     if remote_cpu and cfg.num_cpus_per_learner == "auto" and plan.learner_cpus is not None:
         cfg.learners(num_cpus_per_learner=plan.learner_cpus)
+    if plan.small and cfg.num_cpus_for_main_process == MAIN_PROCESS_DEFAULT:
+        # A Tune trial holds this much for the algorithm's own process: RLlib's 1 CPU per trial
+        # left no CPU for Ray Data's reads on a small machine (the trial waited forever).
+        cfg.resources(num_cpus_for_main_process=SMALL_SHARE)
     return map_kwargs
 
 
