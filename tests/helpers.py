@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +16,8 @@ import pyarrow.parquet as pq
 
 from offline_graph.data.format import FORMAT_VERSION, METADATA_KEY
 from offline_graph.data.graph import GraphDict
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_graph(n: int, e: int, F: int = 3, D: int | None = 2, seed: int = 0) -> GraphDict:
@@ -110,3 +116,20 @@ class FixedRows:
 
     def integers(self, low: int, high: int, size: int) -> np.ndarray:
         return np.resize(np.array([3, 1, 7, 4]), size)
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The ``offline-graph`` console script in a subprocess, run from the repository root with
+    this checkout's code first (``OFFLINE_GRAPH_DEBUG`` unset)."""
+    exe = Path(sys.executable).parent / "offline-graph"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "offline_graph.cli"]
+    env = {k: v for k, v in os.environ.items() if k != "OFFLINE_GRAPH_DEBUG"}
+    return subprocess.run(
+        [*cmd, *args],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**env, "PYTHONPATH": str(ROOT)},
+    )

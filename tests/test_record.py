@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,7 +15,7 @@ from offline_graph.data.format import read_file_metadata
 from offline_graph.jobs.recording import RecordJob, record_file
 from offline_graph.cli import inspect_data as inspect_cli
 from offline_graph.cli import record as record_cli
-from tests.helpers import make_episode_item, write_episode_file
+from tests.helpers import make_episode_item, run_cli, write_episode_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data"
@@ -63,7 +60,9 @@ def test_refuses_non_empty_output_unless_overwrite(tmp_path, capsys):
     capsys.readouterr()
     assert rec(out, "--episodes", "1") == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"record: --output must be a new or empty directory (found 1 entries in {out}")
+    assert err.startswith(
+        f"offline-graph record: --output must be a new or empty directory (found 1 entries in {out}"
+    )
     assert "--overwrite" in err
     assert rec(out, "--episodes", "2", "--overwrite") == 0
     assert sorted(files_bytes(out)) == ["episodes-0000000-0000001.parquet"]
@@ -219,20 +218,8 @@ def test_inspect_bad_rows_skip_or_strict(tmp_path, capsys):
         f"file {path}, row 3, episode 'neg', step t=0, column 'actions': action must be in 0..0"
     )
     assert inspect_cli.main([path, "--strict"]) == 2
-    assert capsys.readouterr().err.startswith(f"file {path}, row 1, column 'item': value must be")
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).parent / "offline-graph"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "offline_graph.cli"]
-    return subprocess.run(
-        [*cmd, *args],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    assert capsys.readouterr().err.startswith(
+        f"offline-graph inspect: file {path}, row 1, column 'item': value must"
     )
 
 

@@ -2,14 +2,18 @@
 
 Each subcommand is a CleanRL-style module ``offline_graph/cli/<name>.py`` with ``main(argv)``
 (``inspect`` lives in ``inspect_data.py``, so that no module shadows the standard library);
-this package only dispatches. In a checkout, ``pipelines/<name>.py`` runs the same job as a
-script: ``python pipelines/train.py --help`` is ``offline-graph train --help``.
+this package only dispatches, through :func:`offline_graph.cli.failures.run_command` (our
+errors as one line and an exit status, ``--debug`` for tracebacks). In a checkout,
+``pipelines/<name>.py`` runs the same job as a script: ``python pipelines/train.py --help`` is
+``offline-graph train --help``.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+
+from offline_graph.cli.failures import run_command, split_debug
 
 COMMANDS = {
     "record": "record graph episodes from an env into Parquet",
@@ -30,11 +34,13 @@ a dash is not valid in a module name)."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: offline-graph <command> [options]\n\ncommands:")
+        print("usage: offline-graph [--debug] <command> [options]\n\ncommands:")
         for name, text in COMMANDS.items():
             print(f"  {name:<10} {text}")
+        print("\n--debug (anywhere, or OFFLINE_GRAPH_DEBUG=1): tracebacks for our errors too")
+        print("exit status: 0 done, 2 bad input or settings, 1 unexpected error, 130 interrupted")
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
@@ -43,8 +49,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    module = importlib.import_module(f"offline_graph.cli.{MODULES.get(name, name)}")
-    return int(module.main(rest) or 0)
+
+    def run(args: list[str]) -> int | None:
+        module = importlib.import_module(f"offline_graph.cli.{MODULES.get(name, name)}")
+        return module.main(args)
+
+    return run_command(name, run, rest, debug)
 
 
 if __name__ == "__main__":

@@ -233,17 +233,16 @@ def parse_config(
 
 
 def run_job(prog: str, run: Callable[[C], object], cfg: C) -> int:
-    """``run(cfg)`` as a command's exit status: 0, or 1 with ``offline-graph <prog>: <message>``
-    on stderr for an offline_graph error (bad data or settings found while running)."""
-    import sys
-
+    """``run(cfg)`` as a command's exit status: 0, or 2 with ``offline-graph <prog>: <message>``
+    on stderr for an offline_graph error (bad data or settings found while running; see
+    :mod:`offline_graph.cli.failures`)."""
+    from offline_graph.cli.failures import report_error
     from offline_graph.data.errors import OfflineGraphError
 
     try:
         run(cfg)
     except OfflineGraphError as err:
-        print(f"offline-graph {prog}: {err}", file=sys.stderr)
-        return 1
+        return report_error(prog, err)
     return 0
 
 

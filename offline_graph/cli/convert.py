@@ -100,6 +100,7 @@ def run_conversion(
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
+    from offline_graph.cli.failures import report_error
     from offline_graph.data.errors import OfflineGraphError
     from offline_graph.data.files import scan_files
     from offline_graph.data.reader import spec_from_spaces
@@ -123,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             announce=lambda m: print(f"offline-graph convert: warning: {m}", file=sys.stderr),
         )
     except OfflineGraphError as err:
-        print(f"offline-graph convert: {err}", file=sys.stderr)
-        return 2
+        return report_error("convert", err)
     print(f"spaces: {spaces.describe()}")
     spec = spec_from_spaces(spaces.observation_space, spaces.action_space)
     source = recorded_source(scan.metadata, spaces.env, spaces.env_config)

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 
 from offline_graph.cli.arguments import arg, bounded, check_bounds, parse_config, parser_for
+from offline_graph.cli.failures import report_error
 from offline_graph.data.errors import OfflineGraphError
 
 
@@ -92,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         if not summary.get("multi_agent"):  # multi-agent: per-agent spaces are in the summary
             summary["spaces"] = _spaces(cfg)
     except OfflineGraphError as err:
-        print(str(err), file=sys.stderr)
-        return 2
+        return report_error("inspect", err)
     print(json.dumps(summary, indent=2) if cfg.json else format_table(summary))
     return 0
 

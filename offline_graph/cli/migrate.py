@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field
 
 from offline_graph.cli.arguments import bounded, check_bounds, parse_config, parser_for
+from offline_graph.cli.failures import report_error
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.data.migrate_episodes import OnError
 
@@ -111,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run(cfg)
     except (OfflineGraphError, ConfigError) as err:
-        print(str(err), file=sys.stderr)
-        return 2
+        return report_error("migrate", err)
     if cfg.json:
         import json
 

@@ -22,6 +22,7 @@ from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.jobs.recording import DEFAULT_ENV, DEFAULT_MASK_KEY
 from offline_graph.cli.arguments import bad_value, bounded, check_bounds, parse_config, parser_for
+from offline_graph.cli.failures import report_error
 
 POLICIES = ("expert", "random", "mixed", "decoy", "stitch")
 
@@ -195,8 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summary = run(cfg)
     except OfflineGraphError as err:
-        print(str(err), file=sys.stderr)
-        return 2
+        return report_error("record", err)
     print(format_summary(summary))
     return 0
 
