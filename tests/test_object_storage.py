@@ -237,7 +237,7 @@ def test_record_convert_bucket_to_bucket_then_train(s3_env, tmp_path):
         argv += ["--iterations", "1", "--eval-episodes", "0", "--batch-size", "32", "--hidden", "16"]
         assert train_cli.main(argv + ["--updates-per-iteration", "2"]) == 0
         summary = json.loads(storage.read_bytes(f"{ckpt}/summary.json"))
-        assert summary["iterations"][0]["env_steps_trained"] == 2 * 32
+        assert summary["history"][0]["env_steps_trained"] == 2 * 32
         assert summary["data"]["files_rejected_before_training"] == {"unreadable_file": 1}
         assert summary["data"]["report"]["episodes_used"] == 20
         assert storage.read_bytes(f"{ckpt}/learning_curve.png")[:4] == b"\x89PNG"

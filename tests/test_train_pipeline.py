@@ -202,7 +202,7 @@ def test_cli_train_then_evaluate(ray_session, expert_data, tmp_path, capsys):
     assert (ckpt / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl").exists()
     summary = json.loads((ckpt / "summary.json").read_text())
     assert summary["data"]["kind"] == "episodes"
-    its = summary["iterations"]
+    its = summary["history"]
     assert [h["iteration"] for h in its] == [1, 2]
     assert all(h["env_steps_trained"] == 2 * B for h in its)
     assert all(math.isfinite(h["policy_loss"]) for h in its)

@@ -58,6 +58,7 @@ from offline_graph.cli.train_config import (
     data_metadata,
     quiet_ray_data,
 )
+from offline_graph.cli.train_resume import identity, resume_point, save_progress
 from offline_graph.cli.train_report import (
     SideSampler,
     fmt,
@@ -168,6 +169,10 @@ def run(cfg: Config) -> dict[str, Any]:
         f"{side.num_transitions} locally decoded transitions"
     )
 
+    ident = identity(cfg, spaces.texts)
+    start, history = resume_point(cfg, ident) if cfg.resume else (0, [])
+    if start:
+        print(f"resuming from iteration {start} of {cfg.checkpoint}")
     started_ray = False
     if not ray.is_initialized():
         ray.init(num_cpus=cfg.num_cpus, include_dashboard=False, log_to_driver=False)
@@ -177,13 +182,14 @@ def run(cfg: Config) -> dict[str, Any]:
         config = build_config(cfg, kind, obs_space, act_space)
         t0 = time.perf_counter()
         algo = config.build_algo()
+        if start:
+            algo.restore_from_path(storage.absolute(cfg.checkpoint))
         build_s = time.perf_counter() - t0
-        history: list[dict[str, Any]] = []
         print(
             f"{'iter':>5} {'policy_loss':>12} {'vf_loss':>10} {'qf_loss':>10} {'steps':>7} {'sec':>7} "
             f"{'trans/s':>9} {'bytes/trans':>11}"
         )
-        for it in range(1, cfg.iterations + 1):
+        for it in range(start + 1, cfg.iterations + 1):
             t = time.perf_counter()
             result = algo.train()
             rec = iteration_record(result, time.perf_counter() - t, it)
@@ -196,6 +202,8 @@ def run(cfg: Config) -> dict[str, Any]:
                 f"{fmt(rec['bytes_per_transition'], '.0f'):>11}",
                 flush=True,
             )
+            if cfg.checkpoint_every and it % cfg.checkpoint_every == 0 and it < cfg.iterations:
+                save_progress(algo, cfg, it, history, ident)
 
         storage.makedirs(cfg.checkpoint)
         # RLlib resolves a URI itself (pyarrow.fs.FileSystem.from_uri)
@@ -268,7 +276,9 @@ def run(cfg: Config) -> dict[str, Any]:
             "locally per iteration, divided by the batch size (batch/ptr not counted)"
         ),
         "build_seconds": build_s,
-        "iterations": history,
+        "iterations": cfg.iterations,
+        "resumed_from_iteration": start or None,
+        "history": history,
         "median_transitions_per_s_after_first": float(np.median(later)) if later else None,
         "evaluation": evaluation,
         "offline_metrics": offline,

@@ -118,6 +118,10 @@ class Config:
     """Seed of the held-out split."""
     num_cpus: int | None = None
     """CPUs for ray.init when this script starts Ray (default: all)."""
+    checkpoint_every: int = field(default=0, metadata=bounded(0, hint="0 saves only at the end."))
+    """Save the algorithm every K iterations into --checkpoint (resumable with --resume)."""
+    resume: bool = False
+    """Continue from --checkpoint's last periodic checkpoint to --iterations (same flags)."""
     torch_threads: int = field(default=1, metadata=bounded(0, hint="0 leaves torch's default."))
     """torch intra-op threads of this process, where the local learner (--num-learners 0)
     and the evaluation run (0 leaves torch's default). Batches are small; on a shared 2-CPU
