@@ -77,7 +77,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
 
 
 def config(tmp_path: Path, **kw: object) -> Config:
-    return Config(algo="bc", data="d", checkpoint=str(tmp_path), **kw)  # type: ignore[arg-type]
+    return Config(**{"algo": "bc", "data": "d", "checkpoint": str(tmp_path), **kw})  # type: ignore[arg-type]
 
 
 class Saver:
