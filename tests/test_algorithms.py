@@ -43,14 +43,15 @@ def test_configure_sets_the_graph_algorithm_class(tmp_path):
 
 
 def test_configure_refuses_other_algorithms(tmp_path):
-    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.algorithms.dqn import DQNConfig
 
     with pytest.raises(ConfigError) as err:
-        offline_graph.configure(PPOConfig())
+        offline_graph.configure(DQNConfig())
     assert str(err.value) == (
-        "configure: config.algo_class must be BC, MARWIL or a subclass of offline_graph.GraphBC "
-        "/ GraphMARWIL (found PPO). offline_graph trains BC and MARWIL: start from a BCConfig "
-        "or a MARWILConfig."
+        "configure: config.algo_class must be BC, MARWIL, IQL, CQL or a subclass of "
+        "offline_graph.GraphBC / GraphMARWIL / GraphIQL / GraphCQL (found DQN). offline_graph "
+        "trains offline BC, MARWIL, IQL and CQL: start from a BCConfig, MARWILConfig, IQLConfig "
+        "or CQLConfig."
     )
 
     class MyBC(BC):  # its overrides would be lost if configure swapped in GraphBC
@@ -60,8 +61,7 @@ def test_configure_refuses_other_algorithms(tmp_path):
     cfg.algo_class = MyBC
     with pytest.raises(
         ConfigError,
-        match=r"\(found MyBC\)\. Derive MyBC from offline_graph\.GraphBC "
-        r"instead of BC so it keeps its overrides\.",
+        match=r"\(found MyBC\)\. Derive MyBC from offline_graph\.GraphBC, not BC, to keep its overrides\.",
     ):
         offline_graph.configure(cfg)
 
