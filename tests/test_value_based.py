@@ -174,3 +174,13 @@ def test_cql_module_acts_by_the_masked_argmax_of_q() -> None:
     assert (q[[1, 4]] == torch.finfo(torch.float32).min).all()
     action = module.get_inference_action_dist_cls().from_logits(out["action_dist_inputs"])
     assert int(action.to_deterministic().sample()[0]) == legal[int(raw[legal].argmax())]
+
+
+def test_rllib_is_and_pdis_offline_evaluation_are_refused_at_build(ray_session, stitch_logs):
+    config = value_config(IQLConfig, stitch_logs, beta=3.0).evaluation(
+        offline_evaluation_interval=1, offline_evaluation_type="pdis"
+    )
+    with pytest.raises(
+        ConfigError, match="offline_evaluation_type=...\\) must be 'eval_loss' on graph configs"
+    ):
+        config.build_algo()

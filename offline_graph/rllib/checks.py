@@ -40,6 +40,15 @@ def graph_config_problems(cfg: Any) -> list[str]:
             "num_learners=0, or >= 1 with remote learners (found "
             f"{cfg.dataset_num_iters_per_learner!r})"
         )
+    kind = getattr(cfg, "offline_evaluation_type", "eval_loss")
+    if getattr(cfg, "offline_evaluation_interval", None) and kind in ("is", "pdis"):
+        problems.append(
+            f"evaluation(offline_evaluation_type=...) must be 'eval_loss' on graph configs "
+            f"(found {kind!r}): RLlib 2.60's 'is' / 'pdis' runners batch without the graph "
+            "collate function (TypeError) and take the target probability at a freshly "
+            "sampled action, not the logged one; estimate a policy's value with "
+            "offline_graph.estimate_value(module, data, method='wis' | 'pdis' | 'fqe' | 'dr')"
+        )
     problems += _cpu_problems(cfg)
     return problems
 
