@@ -49,9 +49,9 @@ def test_configure_refuses_other_algorithms(tmp_path):
         offline_graph.configure(DQNConfig())
     assert str(err.value) == (
         "configure: config.algo_class must be BC, MARWIL, IQL, CQL or a subclass of "
-        "offline_graph.GraphBC / GraphMARWIL / GraphIQL / GraphCQL (found DQN). offline_graph "
-        "trains offline BC, MARWIL, IQL and CQL: start from a BCConfig, MARWILConfig, IQLConfig "
-        "or CQLConfig."
+        "offline_graph.GraphBC / GraphMARWIL / GraphIQL / GraphCQL (found DQN). "
+        "offline_graph.configure takes BCConfig, MARWILConfig, IQLConfig, CQLConfig (offline) "
+        "and PPOConfig (online, in a graph env)."
     )
 
     class MyBC(BC):  # its overrides would be lost if configure swapped in GraphBC

@@ -253,3 +253,18 @@ def test_finetune_cli_arguments(tmp_path):
         parse_args(["--checkpoint", str(tmp_path), "--algo", "appo"])
     with pytest.raises(SystemExit):
         parse_args(["--checkpoint", str(tmp_path / "missing")])
+
+
+def test_configure_is_the_one_entry_point_for_ppo_too():
+    import offline_graph
+    from offline_graph.rllib.env_runner import GraphEnvRunner
+
+    config = offline_graph.configure(PPOConfig().environment("offline_graph/Graph-v0"))
+    assert config.learner_class is GraphPPOTorchLearner
+    assert config.env_runner_cls is GraphEnvRunner
+    assert config.rl_module_spec.module_class is GNNModule
+    # the same as the alias configure_online (kept for existing code)
+    alias = configure_online(PPOConfig().environment("offline_graph/Graph-v0"))
+    assert (alias.learner_class, alias.env_runner_cls) == (config.learner_class, config.env_runner_cls)
+    with pytest.raises(ConfigError, match="config.env must be set"):
+        offline_graph.configure(PPOConfig())

@@ -39,8 +39,8 @@ def graph_algo_class(algo_class: Any) -> type:
         hint = f"Derive {found} from offline_graph.{graph}, not {parent.__name__}, to keep its overrides."
     else:
         hint = (
-            "offline_graph trains offline BC, MARWIL, IQL and CQL: start from a BCConfig, "
-            "MARWILConfig, IQLConfig or CQLConfig."
+            "offline_graph.configure takes BCConfig, MARWILConfig, IQLConfig, CQLConfig (offline) "
+            "and PPOConfig (online, in a graph env)."
         )
     raise ConfigError(
         "configure: config.algo_class must be BC, MARWIL, IQL, CQL or a subclass of "

@@ -52,6 +52,7 @@ from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.multi_agent import module_spaces
 from offline_graph.rllib.offline_data import GraphOfflineData
 from offline_graph.rllib.algo_classes import graph_algo_class
+from offline_graph.rllib.model_options import set_model_option
 from offline_graph.rllib.value_configure import (
     DEFAULT_RUN_LENGTH,
     set_value_model_options,
@@ -79,11 +80,19 @@ def configure(
 ) -> C:
     """Fill in what graph training needs (see the module docstring); returns ``config``.
 
+    The one entry point: BC / MARWIL / IQL / CQL configs (offline, ``GraphBC`` ...
+    ``GraphCQL``) and PPO configs (online in a graph env: :func:`offline_graph.configure_online`,
+    kept as an alias); any other algorithm is a ConfigError listing these.
+
     ``holdout``: the fraction of episodes kept out of training (:mod:`offline_graph.data.holdout`,
     split by ``holdout_seed``), e.g. for offline metrics when there is no env.
     ``value_run_length``: IQL / CQL only, steps per value run (:mod:`offline_graph.rllib.value_configure`).
     """
     cfg: Any = config
+    if _is_ppo(cfg.algo_class):  # online fine-tuning / training in a graph env
+        from offline_graph.rllib.online import configure_online
+
+        return configure_online(config)
     algo_class = graph_algo_class(cfg.algo_class)
     kind = value_kind(algo_class)
     if not cfg.is_multi_agent:
@@ -204,6 +213,12 @@ def configure(
     return config
 
 
+def _is_ppo(algo_class: Any) -> bool:
+    from ray.rllib.algorithms.ppo import PPO
+
+    return isinstance(algo_class, type) and issubclass(algo_class, PPO)
+
+
 def _policy_spaces_from_modules(cfg: Any) -> None:
     """Multi-agent data without an env or config spaces: RLlib's multi-agent set-up takes each
     policy's spaces from its ``PolicySpec`` and refuses a config without spaces; fill both from
@@ -316,21 +331,6 @@ def sequence_settings(cfg: Any) -> dict[str, int]:
     k = int(mc.get("frame_stack") or 1)
     context = k - 1 if k > 1 else int(mc.get("burn_in", length))
     return {"seq_length": length, "seq_context": max(0, context)}
-
-
-def set_model_option(cfg: Any, key: str, value: Any, *, keep_user: bool) -> None:
-    """Write ``model_config[key]`` where RLlib reads it: the RLModuleSpec's ``model_config``
-    when that is a dict, else the config's ``model_config``. ``keep_user``: a value the user
-    set stays."""
-    spec: Any = getattr(cfg, "_rl_module_spec", None)
-    in_spec = isinstance(getattr(spec, "model_config", None), dict)
-    model_config = spec.model_config if in_spec else dict(getattr(cfg, "_model_config", {}) or {})
-    if keep_user:
-        model_config.setdefault(key, value)
-    else:
-        model_config[key] = value
-    if not in_spec:
-        cfg.rl_module(model_config=model_config)
 
 
 def data_report(config: Any) -> dict[str, Any]:

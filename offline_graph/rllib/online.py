@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.rllib.configure import set_model_option
+from offline_graph.rllib.model_options import set_model_option
 from offline_graph.rllib.env_setup import configure_env
 
 C = TypeVar("C")
@@ -47,7 +47,8 @@ def configure_online(config: C) -> C:
     if not isinstance(cfg, PPOConfig) or type(cfg).__name__ == "APPOConfig":
         raise ConfigError(
             f"configure_online: config must be a ray.rllib PPOConfig (found {type(cfg).__name__}). "
-            "Use offline_graph.configure(config) for BC / MARWIL; APPO is not supported yet."
+            "offline_graph.configure(config) takes BC, MARWIL, IQL, CQL and PPO configs and "
+            "dispatches; APPO is not supported yet."
         )
     if not cfg.env:
         raise ConfigError(

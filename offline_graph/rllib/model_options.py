@@ -1,0 +1,21 @@
+"""Writing a ``model_config`` key where RLlib reads it (the RLModuleSpec's or the config's),
+shared by ``offline_graph.configure`` and ``configure_online``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def set_model_option(cfg: Any, key: str, value: Any, *, keep_user: bool) -> None:
+    """Write ``model_config[key]`` where RLlib reads it: the RLModuleSpec's ``model_config``
+    when that is a dict, else the config's ``model_config``. ``keep_user``: a value the user
+    set stays."""
+    spec: Any = getattr(cfg, "_rl_module_spec", None)
+    in_spec = isinstance(getattr(spec, "model_config", None), dict)
+    model_config = spec.model_config if in_spec else dict(getattr(cfg, "_model_config", {}) or {})
+    if keep_user:
+        model_config.setdefault(key, value)
+    else:
+        model_config[key] = value
+    if not in_spec:
+        cfg.rl_module(model_config=model_config)
