@@ -103,6 +103,29 @@ def test_three_episodes_convert_to_exact_rows(tmp_path):
     assert read_rows(capped).equals(rows)
 
 
+def test_final_observations_round_trip_one_graph_per_episode(tmp_path):
+    """a terminated (final: 3 nodes of 2.0, edges 0-1 0-2), b truncated (final: 1 node of 6.0)."""
+    src = tmp_path / "eps"
+    src.mkdir()
+    write(src / "e.parquet", three_episodes()[:2])
+    out = str(tmp_path / "rows")
+    convert(ConvertConfig(input=str(src), output=out, spec=SPEC, gamma=0.5))
+    rows = read_rows(out)
+    assert rows.column_names[-2:] == ["final_x", "final_edge_index"]  # no edge features here
+    assert rows.column("final_x").to_pylist() == [None, [[2.0, 2.0]] * 3, [[6.0, 6.0]]]
+    assert rows.column("final_edge_index").to_pylist() == [None, [[0, 1], [0, 2]], []]
+    assert read_file_metadata(os.path.join(out, "transitions-000000-0.parquet"))["final_obs"] is True
+    finals = Transitions.from_table(rows).final_obs
+    np.testing.assert_array_equal(finals.x, [[2.0, 2.0]] * 3 + [[6.0, 6.0]])
+    np.testing.assert_array_equal(finals.edge_index, [[0, 0], [1, 2]])
+    np.testing.assert_array_equal(finals.node_ptr, [0, 3, 4])
+    # bytes added: the two final graphs' values, (3 + 1) nodes * 2 * 4 + 2 edges * 2 * 8
+    added = sum(rows.column(c).combine_chunks().flatten().nbytes for c in ("final_x", "final_edge_index"))
+    assert added == finals.nbytes == 4 * 2 * 4 + 2 * 2 * 8 == 64
+    # the learner batch never sees them
+    assert not [k for k in GraphCollateFn()(rows) if "final" in k]
+
+
 class DieOnce(ConvertEpisodes):
     """Kills its own worker process on its first batch, once per job (marker file)."""
 

@@ -68,16 +68,18 @@ def items(kind: str, variant: str) -> list[bytes]:
 def expected(kind: str) -> Transitions:
     """The base set's transitions, built by hand (no decoder involved)."""
     eps = bases(kind)
-    steps = [o for b in eps for o in b.obs[:-1]]
     ptr = lambda counts: np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)  # noqa: E731
-    obs = GraphColumns(
-        x=np.concatenate([o["x"] for o in steps]),
-        node_ptr=ptr([len(o["x"]) for o in steps]),
-        edge_index=np.concatenate([o["edge_index"] for o in steps], axis=1),
-        edge_ptr=ptr([o["edge_index"].shape[1] for o in steps]),
-        edge_attr=np.concatenate([o["edge_attr"] for o in steps]),
-        node_mask=np.concatenate([o["action_mask"] for o in steps]) if kind == "node" else None,
-    )
+
+    def columns(graphs: list) -> GraphColumns:
+        return GraphColumns(
+            x=np.concatenate([o["x"] for o in graphs]),
+            node_ptr=ptr([len(o["x"]) for o in graphs]),
+            edge_index=np.concatenate([o["edge_index"] for o in graphs], axis=1),
+            edge_ptr=ptr([o["edge_index"].shape[1] for o in graphs]),
+            edge_attr=np.concatenate([o["edge_attr"] for o in graphs]),
+            node_mask=np.concatenate([o["action_mask"] for o in graphs]) if kind == "node" else None,
+        )
+
     returns: list[float] = []
     for b in eps:
         g, out = 0.0, []
@@ -89,7 +91,7 @@ def expected(kind: str) -> Transitions:
         t == len(b.actions) - 1 and getattr(b, flag) for b in eps for t in range(len(b.actions))
     ]
     return Transitions(
-        obs=obs,
+        obs=columns([o for b in eps for o in b.obs[:-1]]),
         actions=np.array([a for b in eps for a in b.actions], np.int64),
         rewards=np.array([r for b in eps for r in b.rewards], np.float32),
         terminateds=np.array(ends("terminated")),
@@ -98,16 +100,25 @@ def expected(kind: str) -> Transitions:
         episode_index=np.repeat(np.arange(len(eps), dtype=np.int32), [len(b.actions) for b in eps]),
         episode_ids=[b.id for b in eps],
         t=np.concatenate([np.arange(len(b.actions)) for b in eps]).astype(np.int64),
+        final_obs=columns([b.obs[-1] for b in eps]),  # the final observations
     )
 
 
 def assert_same(got: Transitions, want: Transitions) -> None:
     for key in ("x", "node_ptr", "edge_index", "edge_ptr", "edge_attr", "node_mask", "edge_mask"):
-        a, b = getattr(got.obs, key), getattr(want.obs, key)
-        assert (a is None) == (b is None), key
-        if b is not None:
-            assert a.dtype == b.dtype and a.shape == b.shape, (key, a.dtype, a.shape, b.dtype, b.shape)
-            np.testing.assert_array_equal(a, b, err_msg=key)
+        for part in ("obs", "final_obs"):
+            a, b = getattr(getattr(got, part), key), getattr(getattr(want, part), key)
+            assert (a is None) == (b is None), (part, key)
+            if b is not None:
+                assert a.dtype == b.dtype and a.shape == b.shape, (
+                    part,
+                    key,
+                    a.dtype,
+                    a.shape,
+                    b.dtype,
+                    b.shape,
+                )
+                np.testing.assert_array_equal(a, b, err_msg=f"{part}.{key}")
     for key in ("actions", "rewards", "terminateds", "truncateds", "value_targets", "episode_index", "t"):
         a, b = getattr(got, key), getattr(want, key)
         assert a.dtype == b.dtype, (key, a.dtype, b.dtype)

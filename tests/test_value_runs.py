@@ -9,6 +9,7 @@ import torch
 
 from offline_graph.data.columns import GraphColumns
 from offline_graph.data.errors import SchemaError
+from offline_graph.data.transitions import Transitions
 from offline_graph.data.value_runs import (
     collate_value_runs,
     is_value_table,
@@ -73,6 +74,34 @@ def test_a_run_ending_an_episode_needs_its_final_observation() -> None:
     value_runs_to_arrow(trans, np.array([0]), np.array([2]))  # inside the episode: fine
     with pytest.raises(SchemaError, match="final observation of every episode must be kept"):
         value_runs_to_arrow(trans, np.array([3]), np.array([5]))
+
+
+def tags(table) -> list[list[float]]:
+    """Per value-run row: the tag (x) of each of its graphs, steps then next graph."""
+    return [[g[0][0] for g in run] for run in table.column("x").to_pylist()]
+
+
+def test_a_cut_episode_trains_a_step_once_its_next_step_is_buffered() -> None:
+    """Converted rows cut inside episode A (rows of t 0..2, then t 3..4 with B): the first
+    piece's last step has no next graph until the second piece is buffered; never a wrong one."""
+    rows = with_finals().to_arrow()
+    first, rest = Transitions.from_table(rows.slice(0, 3)), Transitions.from_table(rows.slice(3))
+    assert first.final_obs.num_nodes.tolist() == [0]  # A's end is not in the first piece
+    # alone, the first piece trains t 0..1 only (chunks of 2: [0, 2) + row 2)
+    start, stop = sample_value_runs(first, np.random.default_rng(0), 50, 2)
+    assert set(zip(start.tolist(), stop.tolist())) == {(0, 2)}
+    assert tags(value_runs_to_arrow(first, start[:1], stop[:1])) == [[10, 11, 12]]
+    with pytest.raises(SchemaError, match=r"episode 'A' step 2: the next observation of a run's last step"):
+        value_runs_to_arrow(first, np.array([2]), np.array([3]))
+    # a piece of one step without its next: no run at all
+    start, stop = sample_value_runs(Transitions.from_table(rows.slice(2, 1)), np.random.default_rng(0), 5, 2)
+    assert start.size == stop.size == 0
+    # both pieces buffered (two entries of A): A t 2 gets its next graph from the second piece
+    both = Transitions.concat([first, rest])
+    start, stop = sample_value_runs(both, np.random.default_rng(0), 200, 2)
+    assert set(zip(start.tolist(), stop.tolist())) == {(0, 2), (2, 3), (3, 5), (5, 7), (7, 8)}
+    table = value_runs_to_arrow(both, np.array([2, 3, 7]), np.array([3, 5, 8]))
+    assert tags(table) == [[12, 13], [13, 14, 15], [22, 23]]  # next step; A's and B's finals
 
 
 def test_masked_helpers_ignore_masked_and_missing_choices() -> None:

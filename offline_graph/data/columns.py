@@ -236,6 +236,18 @@ class GraphColumns:
             },
         )
 
+    def without_nodes(self, count: int) -> "GraphColumns":
+        """``count`` graphs with no nodes and no edges, with these columns (placeholders)."""
+        empty = {"node": slice(0, 0), "edge": slice(0, 0)}
+        return GraphColumns(
+            node_ptr=np.zeros(count + 1, dtype=np.int64),
+            edge_ptr=np.zeros(count + 1, dtype=np.int64),
+            **{
+                k: _along(v, BATCHING_RULES[k].axis, empty[BATCHING_RULES[k].level])
+                for k, v in self.present().items()
+            },
+        )
+
     @staticmethod
     def concat(parts: Sequence["GraphColumns"]) -> "GraphColumns":
         """Concatenate column sets graph-wise (a part without the mask the others have

@@ -17,11 +17,20 @@ One row per transition, no padding, no pickled objects::
     agent_id       string (dictionary-encoded)  multi-agent rows only: the agent's id (``str``)
     agent_id_int   bool      multi-agent rows only: the recorded id was an int
     env_t          int64     multi-agent rows only: the env step of the agent's observation
+    final_x, final_edge_index, [final_edge_attr], [final_node_mask | final_edge_mask]
+                   as x, edge_index, ...: the episode's final observation (the next
+                   observation of its last step), on the row that ends the episode
+                   (``terminateds`` or ``truncateds``) and null on every other row
 
 ``edge_index`` is stored edge-major (``[E, 2]`` per row) because Arrow lists are row-major;
-:func:`table_to_batch` turns it into PyG's ``[2, sumE]``. The final observation of each
-episode is not stored in these rows (BC and MARWIL never read next observations); in memory,
-:attr:`Transitions.final_obs` keeps one per episode for value-based training.
+:func:`table_to_batch` turns it into PyG's ``[2, sumE]``.
+
+The ``final_*`` columns hold one graph per episode (the nulls cost an offset and a validity
+bit per row, no values); value-based training (IQL, CQL) bootstraps a truncated episode from
+it, BC and MARWIL never read it (:data:`BOOKKEEPING_COLUMNS`). ``offline-graph convert``
+writes them and marks the files' metadata ``"final_obs": true`` (single-agent rows); rows
+converted before have none, and :meth:`Transitions.from_table` then leaves
+:attr:`Transitions.final_obs` None (value-based training refuses them).
 """
 
 from __future__ import annotations
@@ -34,10 +43,15 @@ import pyarrow as pa
 
 from offline_graph.data.collate import collate
 from offline_graph.data.columns import BATCHING_RULES, GraphColumns, counts_to_ptr
+from offline_graph.data.errors import SchemaError
+from offline_graph.data.graph_arrow import graph_arrays, graph_arrays_at, table_to_graphs
 from offline_graph.data.returns import discounted_returns
 from offline_graph.data.validation import Episode, EpisodeSpec
 
 GRAPH_COLUMNS = tuple(BATCHING_RULES)
+FINAL = "final_"
+FINAL_COLUMNS = tuple(FINAL + k for k in GRAPH_COLUMNS)
+"""The final observation's columns (module doc), in storage order."""
 # Columns the BC / MARWIL losses never read; dropped on the way to the learner.
 BOOKKEEPING_COLUMNS = (
     "rewards",
@@ -48,6 +62,7 @@ BOOKKEEPING_COLUMNS = (
     "agent_id",
     "agent_id_int",
     "env_t",
+    *FINAL_COLUMNS,
 )
 
 
@@ -72,7 +87,9 @@ class Transitions:
     final_obs: GraphColumns | None = None
     """Per entry of ``episode_ids``: the episode's final observation (the next observation of
     its last step; value-based training bootstraps from it when the episode was truncated),
-    or None where the source did not keep them (converted rows)."""
+    or None where the source did not keep them (rows converted without ``final_*`` columns).
+    Read only through a row that ends its episode: an entry of converted rows whose last step
+    is not among them (an episode split across batches) holds a graph without nodes."""
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -225,6 +242,7 @@ class Transitions:
             flags = dict(zip(aids, table.column("agent_id_int").to_pylist()))
             out.agent_ids = [int(a) if flags.get(a) else a for _, a in keys]
             out.env_t = column("env_t", np.int64)
+        out.final_obs = _final_graphs(table, out)
         return out
 
     def to_arrow(self, columns: Sequence[str] | None = None) -> pa.Table:
@@ -255,9 +273,38 @@ class Transitions:
         for name, build in builders.items():
             if columns is None or name in columns:
                 arrays[name] = build()
+        if self.final_obs is not None and (columns is None or set(FINAL_COLUMNS) & set(columns)):
+            ends = np.flatnonzero(self.terminateds | self.truncateds)
+            finals = graph_arrays_at(self.final_obs.take(self.episode_index[ends]), ends, len(self))
+            arrays.update({FINAL + k: v for k, v in finals.items()})
         if columns is not None:
             arrays = {k: v for k, v in arrays.items() if k in columns}
         return pa.table(arrays)
+
+
+def _final_graphs(table: pa.Table, trans: Transitions) -> GraphColumns | None:
+    """The ``final_*`` columns of converted rows -> one graph per entry of ``trans`` (module
+    doc); None without them, or when a row that ends an episode has none (rows of an older
+    convert in the same batch)."""
+    if FINAL + "x" not in table.column_names:
+        return None
+    has = table.column(FINAL + "x").is_valid().to_numpy(zero_copy_only=False)
+    ends = trans.terminateds | trans.truncateds
+    if (has & ~ends).any():
+        row = int(np.flatnonzero(has & ~ends)[0])
+        raise SchemaError(
+            f"converted rows, episode {trans.episode_ids[trans.episode_index[row]]!r} step "
+            f"{int(trans.t[row])}: final_x must be null on a row that does not end its episode "
+            "(found a final observation). The rows were not written by offline-graph convert; "
+            "convert the episode files again."
+        )
+    if (ends & ~has).any():
+        return None
+    names = [c for c in table.column_names if c.startswith(FINAL)]
+    graphs = table_to_graphs(table.select(names).filter(pa.array(has)), prefix=FINAL)
+    pick = np.full(len(trans.episode_ids), len(graphs), dtype=np.int64)  # no final row: no graph
+    pick[trans.episode_index[has]] = np.arange(len(graphs))
+    return GraphColumns.concat([graphs, graphs.without_nodes(1)]).take(pick)
 
 
 def _all_multi_agent(parts: Sequence["Transitions"]) -> bool | None:
@@ -272,7 +319,8 @@ def _all_multi_agent(parts: Sequence["Transitions"]) -> bool | None:
 
 
 def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
-    """The Arrow schema of transition rows for ``spec`` (column order as in the docstring)."""
+    """The Arrow schema of transition rows for ``spec`` (column order as in the docstring; the
+    ``final_*`` columns are nullable)."""
 
     def ragged(t: pa.DataType, width: int) -> pa.DataType:
         return pa.list_(pa.list_(t, width))
@@ -286,6 +334,7 @@ def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
         fields.append(pa.field("edge_attr", ragged(pa.float32(), spec.edge_dim)))
     if spec.action_level is not None:
         fields.append(pa.field(f"{spec.action_level}_mask", pa.list_(pa.bool_())))
+    graphs = list(fields[1:])
     fields += [
         pa.field("rewards", pa.float32()),
         pa.field("terminateds", pa.bool_()),
@@ -294,67 +343,7 @@ def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
         pa.field("eps_id", pa.dictionary(pa.int32(), pa.string())),
         pa.field("t", pa.int64()),
     ]
-    return pa.schema(fields)
-
-
-def ragged_column(values: np.ndarray, ptr: np.ndarray) -> pa.ListArray:
-    """[sum, W] values + offsets -> list<fixed_size_list<W>> (zero-copy for the values)."""
-    width = values.shape[1]
-    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
-    return pa.ListArray.from_arrays(
-        pa.array(ptr.astype(np.int32)), pa.FixedSizeListArray.from_arrays(flat, width)
-    )
-
-
-def unragged_column(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """list<fixed_size_list<W>> -> ([sum, W] values, offsets [rows+1]), honouring slices."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    offsets = arr.offsets.to_numpy().astype(np.int64)
-    inner = arr.flatten()  # respects the array's slice offset
-    width = inner.type.list_size
-    values = inner.flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
-    return values, offsets - offsets[0]
-
-
-def graph_arrays(graphs: GraphColumns) -> dict[str, pa.Array]:
-    """The ragged graph columns of ``graphs`` (one list per transition, the growing axis
-    first: ``edge_index`` edge-major); the inverse is :func:`table_to_graphs`."""
-    arrays = {}
-    for key, value in graphs.present().items():
-        rule = BATCHING_RULES[key]
-        ptr = graphs.choice_ptr(rule.level)
-        if value.ndim == 1:
-            arrays[key] = pa.ListArray.from_arrays(pa.array((ptr - ptr[0]).astype(np.int32)), pa.array(value))
-        else:
-            arrays[key] = ragged_column(np.ascontiguousarray(np.moveaxis(value, rule.axis, 0)), ptr)
-    return arrays
-
-
-def _bool_list(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """list<bool> -> flat bool values, honouring slices."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    return arr.flatten().to_numpy(zero_copy_only=False).astype(bool, copy=False)
-
-
-_DTYPES = {"x": np.float32, "edge_index": np.int64, "edge_attr": np.float32}
-
-
-def table_to_graphs(table: pa.Table) -> GraphColumns:
-    """The graph columns of a transition table as :class:`GraphColumns` (inverse of
-    :func:`graph_arrays`)."""
-    columns: dict[str, np.ndarray] = {}
-    ptrs: dict[str, np.ndarray] = {}
-    for key, rule in BATCHING_RULES.items():
-        if key not in table.column_names:
-            continue
-        column = table.column(key)
-        if pa.types.is_boolean(column.type.value_type):
-            columns[key] = _bool_list(column)
-            continue
-        values, ptrs[rule.level] = unragged_column(column)
-        values = np.ascontiguousarray(np.moveaxis(values, 0, rule.axis))
-        columns[key] = values.astype(_DTYPES.get(key, values.dtype), copy=False)
-    return GraphColumns(node_ptr=ptrs["node"], edge_ptr=ptrs["edge"], **columns)
+    return pa.schema(fields + [pa.field(FINAL + f.name, f.type, nullable=True) for f in graphs])
 
 
 def table_to_batch(table: pa.Table, drop: Sequence[str] = BOOKKEEPING_COLUMNS) -> dict[str, object]:

@@ -12,6 +12,12 @@ the next reset, so a truncated episode bootstraps from it). ``L`` steps ship ``L
 Sampling: a transition is drawn uniformly and its chunk is the run (chunks in proportion to
 their length, so every transition is equally likely to be trained).
 
+Converted rows come in batches that may cut an episode: its rows then sit in the buffer as
+several pieces (one entry each), and a piece's last step may have neither its episode's next
+step right after it nor the episode's end. Its next graph is then looked up by episode id and
+step anywhere in the buffer (the next piece, once buffered); a step whose next observation is
+nowhere in the buffer is not trained until it is (never a wrong graph).
+
 Row layout (one Arrow row per run)::
 
     actions      list<int64>      per trained step
@@ -48,42 +54,83 @@ MARKER = "steps"
 def sample_value_runs(
     trans: Transitions, rng: np.random.Generator, num_runs: int, length: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``num_runs`` runs as ``(start, stop)`` row ranges of consecutive steps of one episode."""
+    """``num_runs`` runs as ``(start, stop)`` row ranges of consecutive steps of one episode,
+    each step's next observation known (module doc; no runs when no step's is)."""
     n = len(trans)
     starts = segment_starts(trans)
     first = np.unique(starts)
-    seg_end = np.repeat(np.append(first[1:], n), np.diff(np.append(first, n)))
-    pick = rng.integers(0, n, size=int(num_runs))
+    stop = np.append(first[1:], n)
+    last = stop - 1
+    ends = trans.terminateds | trans.truncateds
+    unknown = ~ends[last]
+    unknown[unknown] = next_rows(trans, last[unknown]) < 0
+    stop = stop - unknown  # such a segment's last step is not trained (yet)
+    seg_end = np.repeat(stop, np.diff(np.append(first, n)))
+    rows = np.flatnonzero(np.arange(n) < seg_end)
+    if not rows.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pick = rows[rng.integers(0, len(rows), size=int(num_runs))]
     seg0 = starts[pick]
     chunk0 = seg0 + ((pick - seg0) // int(length)) * int(length)
     return chunk0, np.minimum(chunk0 + int(length), seg_end[pick])
 
 
-def next_graphs(trans: Transitions, stop: np.ndarray) -> GraphColumns:
-    """The graph after the last step ``stop - 1`` of each run: row ``stop`` when it continues
-    the same episode, else the episode's final observation."""
+def next_rows(trans: Transitions, rows: np.ndarray) -> np.ndarray:
+    """Per entry of ``rows``: the row holding the same episode's next step (``t + 1``): the
+    row after it, else any row of ``trans`` (another piece of the episode); -1 if none."""
+    rows = np.asarray(rows, dtype=np.int64)
     n = len(trans)
-    last = stop - 1
-    inside = stop < n
-    cont = np.zeros(len(stop), dtype=bool)
-    s = stop[inside]
-    cont[inside] = (trans.episode_index[s] == trans.episode_index[s - 1]) & (trans.t[s] == trans.t[s - 1] + 1)
-    ends = trans.episode_index[last[~cont]]
-    if (~cont).any() and trans.final_obs is None:
-        ids = sorted({trans.episode_ids[i] for i in ends[:3]})
+    out = np.full(len(rows), -1, dtype=np.int64)
+    inside = np.flatnonzero(rows + 1 < n)
+    r = rows[inside]
+    adjacent = (trans.episode_index[r + 1] == trans.episode_index[r]) & (trans.t[r + 1] == trans.t[r] + 1)
+    out[inside[adjacent]] = r[adjacent] + 1
+    todo = np.flatnonzero(out < 0)
+    if not todo.size:
+        return out
+    agents = trans.agent_ids if trans.agent_ids is not None else [None] * len(trans.episode_ids)
+    codes: dict[Any, int] = {}
+    entry = np.fromiter((codes.setdefault(k, len(codes)) for k in zip(trans.episode_ids, agents)), np.int64)
+    span = int(trans.t.max()) + 2
+    key = entry[trans.episode_index] * span + trans.t
+    order = np.argsort(key, kind="stable")
+    want = key[rows[todo]] + 1
+    pos = np.minimum(np.searchsorted(key[order], want), n - 1)
+    found = key[order][pos] == want
+    out[todo[found]] = order[pos[found]]
+    return out
+
+
+def next_graphs(trans: Transitions, stop: np.ndarray) -> GraphColumns:
+    """The graph after the last step ``stop - 1`` of each run: the episode's final observation
+    when that step ends the episode, else its next step's graph (:func:`next_rows`)."""
+    last = np.asarray(stop, dtype=np.int64) - 1
+    end = trans.terminateds[last] | trans.truncateds[last]
+    if end.any() and trans.final_obs is None:
+        ids = sorted({trans.episode_ids[i] for i in trans.episode_index[last[end]][:3]})
         raise SchemaError(
             f"value runs: the final observation of every episode must be kept (found none for "
             f"episodes {ids}). Value-based training reads episode files, or converted rows "
             "that carry final observations (offline-graph convert)."
         )
+    nxt = np.full(len(last), -1, dtype=np.int64)
+    nxt[~end] = next_rows(trans, last[~end])
+    if (~end & (nxt < 0)).any():
+        row = int(last[~end & (nxt < 0)][0])
+        raise SchemaError(
+            f"value runs, episode {trans.episode_ids[trans.episode_index[row]]!r} step "
+            f"{int(trans.t[row])}: the next observation of a run's last step must be buffered "
+            "(found neither the episode's next step nor its end). Draw runs with "
+            "sample_value_runs, which leaves such steps out."
+        )
     parts: list[GraphColumns] = []
-    order = np.empty(len(stop), dtype=np.int64)
-    if cont.any():
-        parts.append(trans.obs.take(stop[cont]))
-    if (~cont).any():
-        parts.append(trans.final_obs.take(ends))  # type: ignore[union-attr]
-    order[np.flatnonzero(cont)] = np.arange(int(cont.sum()))
-    order[np.flatnonzero(~cont)] = int(cont.sum()) + np.arange(int((~cont).sum()))
+    order = np.empty(len(last), dtype=np.int64)
+    if (~end).any():
+        parts.append(trans.obs.take(nxt[~end]))
+    if end.any():
+        parts.append(trans.final_obs.take(trans.episode_index[last[end]]))  # type: ignore[union-attr]
+    order[np.flatnonzero(~end)] = np.arange(int((~end).sum()))
+    order[np.flatnonzero(end)] = int((~end).sum()) + np.arange(int(end.sum()))
     return GraphColumns.concat(parts).take(order)
 
 

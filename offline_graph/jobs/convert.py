@@ -8,9 +8,11 @@ crosses the object store. The read is planned on the driver from the footers tha
 Ray Data's ``read_parquet`` would start footer-reading actors for every job). The map step
 calls the same decode / validate / transition code as ``GraphOfflinePreLearner``
 (:func:`offline_graph.data.reader.read_transitions`) but emits every recorded transition once
-instead of replay-sampling. Files are named by task (``transitions-<task>-<n>.parquet``) and
-the row order is preserved, so the same input gives the same output bytes, and a retried task
-(a killed worker) rewrites the same file instead of adding one.
+instead of replay-sampling, each episode's final observation on its last row (the
+``final_*`` columns; the metadata says ``"final_obs": true``). Files are named by task
+(``transitions-<task>-<n>.parquet``) and the row order is preserved, so the same input gives
+the same output bytes, and a retried task (a killed worker) rewrites the same file instead of
+adding one.
 
 Skip-mode accounting goes to one small JSON file per input block under the output's
 ``_block_stats/`` (named by a digest of the block, so a retried block replaces its earlier
@@ -120,7 +122,10 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
         return convert_multi_agent(from_convert_config(cfg))
     schema = transition_schema(cfg.spec).with_metadata(
         # the rows record the spaces they were checked against (offline_graph.env.data_spaces)
-        make_metadata("transitions", **{**cfg.source, **spec_texts(cfg.spec), "gamma": cfg.gamma})
+        # final_obs: each episode's final observation rides on its last row (value-based training)
+        make_metadata(
+            "transitions", **{**cfg.source, **spec_texts(cfg.spec), "gamma": cfg.gamma, "final_obs": True}
+        )
     )
     total = conversion.run(scan, cfg, cfg.spec, map_class, schema)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)

@@ -121,7 +121,7 @@ def parts_table(parts: list[Any], gamma: float) -> pa.Table:
         tr = Transitions.from_episodes(
             [p.episode for p in group], gamma, [p.agent_id for p in group], [p.env_t for p in group]
         )
-        tables.append(conform(tr.to_arrow()))
+        tables.append(conform(tr.to_arrow(columns=MA_SCHEMA.names)))  # no final_* columns (yet)
         order.append(np.repeat(np.asarray(idx, np.int64), [len(p.episode) for p in group]))
     table = pa.concat_tables(tables)
     return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))

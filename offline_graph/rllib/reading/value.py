@@ -39,6 +39,8 @@ class ValueRuns(Reading):
         per_run = min(length, max(1.0, len(data) / max(1, episode_count(data))))
         num = self.num_batches(new / per_run) * self.batch_size
         start, stop = sample_value_runs(data, self.buffer.rng, num, length)
+        if not len(start):  # no buffered step has its next observation yet (a cut episode)
+            return self.empty_table()
         return value_runs_to_arrow(data, start, stop)
 
     def rows(self, sample: pa.Table) -> pa.Table:
