@@ -180,3 +180,13 @@ def test_cql_losses_by_hand() -> None:
     lse0, lse1 = np.log(np.exp(1.0) + np.exp(2.0)), np.log(1 + np.exp(1.0) + np.exp(3.0))
     assert out["cql_loss"].item() == pytest.approx(((lse0 - 2) + (lse1 - 3)) / 2, rel=1e-6)
     assert out["total_loss"].item() == pytest.approx(1.0 + 5.0 * out["cql_loss"].item(), rel=1e-6)
+
+
+def test_bench_counts_value_run_graphs_per_trained_transition() -> None:
+    from offline_graph.bench.case_value import value_runs_bytes
+
+    # FixedRows picks row 3 twice: episode A whole (5 steps + its final graph), then A again cut
+    # to 3 steps (+ row 3 as the next graph): 10 graphs for 8 trained transitions
+    per_bytes, graphs = value_runs_bytes(with_finals(), FixedRows(), 8, 8)
+    assert graphs == 10 / 8
+    assert per_bytes > 0

@@ -12,7 +12,9 @@ generated data). One module per concern:
   learner with 2 vs 32 league modules);
 * :mod:`offline_graph.bench.case_gpu`: ``gpu`` (learner step time on CUDA);
 * :mod:`offline_graph.bench.case_sampling`: ``sampling`` (EnvRunner env steps/s, graphs vs a
-  padded Box).
+  padded Box);
+* :mod:`offline_graph.bench.case_value`: ``value`` (IQL / CQL: value-run bytes per trained
+  transition and update speed against BC / MARWIL).
 
 Importing this module imports neither Ray nor torch (the cases import them when they run).
 """
@@ -33,6 +35,7 @@ from offline_graph.bench.case_gpu import case_gpu
 from offline_graph.bench.case_league import case_league
 from offline_graph.bench.case_memory import case_memory
 from offline_graph.bench.case_sampling import case_sampling
+from offline_graph.bench.case_value import case_value
 from offline_graph.bench.harness import BenchContext, Row
 
 CaseFunction = Callable[[BenchContext], list[Row]]
@@ -48,6 +51,7 @@ CASE_FUNCTIONS: dict[str, CaseFunction] = {
     "league": case_league,
     "gpu": case_gpu,
     "sampling": case_sampling,
+    "value": case_value,
 }
 """Case name -> case function, in the order ``offline-graph bench`` runs them."""
 
