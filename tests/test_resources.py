@@ -53,7 +53,7 @@ def test_plan_line():
         "configure: 16 CPUs, 2 learners x 1 CPU; prelearner actors 1..13 x 1 CPU; "
         "1 CPU kept for Ray Data's reads"
     )
-    assert plan_resources(2, 0).line().endswith("(small machine: fractional requests)")
+    assert plan_resources(2, 0).line().endswith("(small machine: fractional requests, 0.25 CPU per algorithm / Tune trial)")
 
 
 def test_apply_plan_sets_compute_and_the_user_wins():
@@ -71,3 +71,15 @@ def test_apply_plan_sets_compute_and_the_user_wins():
     assert (kwargs["concurrency"], kwargs["num_cpus"], "compute" in kwargs) == (3, 0.5, False)
     assert user.num_cpus_per_learner == 0.5
     assert map_actor_limit(kwargs, 2) == 3 and map_actor_limit({}, 4) == 4 and map_actor_limit({}, 0) == 2
+
+
+def test_small_plan_asks_a_quarter_cpu_for_the_algorithm_process_unless_the_user_chose():
+    cfg = BCConfig()
+    apply_plan(cfg, plan_resources(2, 0))
+    assert cfg.num_cpus_for_main_process == 0.25  # what a Tune trial reserves
+    big = BCConfig()
+    apply_plan(big, plan_resources(16, 0))
+    assert big.num_cpus_for_main_process == 1  # RLlib's default on a bigger machine
+    user = BCConfig().resources(num_cpus_for_main_process=2)
+    apply_plan(user, plan_resources(2, 0))
+    assert user.num_cpus_for_main_process == 2
