@@ -53,7 +53,11 @@ def test_plan_line():
         "configure: 16 CPUs, 2 learners x 1 CPU; prelearner actors 1..13 x 1 CPU; "
         "1 CPU kept for Ray Data's reads"
     )
-    assert plan_resources(2, 0).line().endswith("(small machine: fractional requests, 0.25 CPU per algorithm / Tune trial)")
+    assert (
+        plan_resources(2, 0)
+        .line()
+        .endswith("(small machine: fractional requests, 0.25 CPU per algorithm / Tune trial)")
+    )
 
 
 def test_apply_plan_sets_compute_and_the_user_wins():
