@@ -263,3 +263,11 @@ def test_the_api_reference_covers_every_public_name() -> None:
                 rendered |= {f"{target}.{m.strip()}" for m in members.group(1).split(",")}
     missing = {n for n, module in offline_graph._EXPORTS.items() if f"{module}.{n}" not in rendered}
     assert not missing, missing
+
+
+def test_ci_runs_the_test_command_the_readme_shows() -> None:
+    """`.ci/run`'s command is the README's test command, and Getting started shows the same."""
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert "mkdocs build --strict" in ci and ci.endswith("python -m pytest -q")
+    for page in (ROOT / "README.md", DOCS / "getting-started.md"):
+        assert ci in [b.strip() for b in blocks(page.read_text(), "bash")], page_id(page)
