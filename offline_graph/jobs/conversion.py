@@ -210,6 +210,8 @@ def _write(ds: Any, output: str, names: Any, schema: pa.Schema, num_cpus: float)
 
     ds.write_parquet(
         output,
+        # a URI: our retrying file system (offline_graph.data.storage), also in the workers
+        filesystem=storage.filesystem(output) if storage.is_uri(output) else None,
         filename_provider=names,
         arrow_parquet_args_fn=lambda: {"schema": schema, "compression": "zstd"},
         ray_remote_args={"num_cpus": num_cpus},
