@@ -130,6 +130,8 @@ class FaultProxy:
         self.rng = random.Random(seed)
         self.counts: Counter = Counter()
         self.requests = 0
+        self.log: list[tuple[str, str, str | None]] = []
+        """(method, target, fault or None) of every request, in arrival order."""
         self._lock = threading.Lock()
         self._server = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
@@ -153,13 +155,14 @@ class FaultProxy:
                 return
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
-    def _draw(self) -> str | None:
+    def _draw(self, head: bytes) -> str | None:
+        method, target = head.split(b" ", 2)[:2]
         with self._lock:
             self.requests += 1
-            if self.rng.random() >= self.rate:
-                return None
-            kind = self.rng.choice(self.kinds)
-            self.counts[kind] += 1
+            kind = self.rng.choice(self.kinds) if self.rng.random() < self.rate else None
+            if kind is not None:
+                self.counts[kind] += 1
+            self.log.append((method.decode(), target.decode(), kind))
             return kind
 
     def _serve(self, client: socket.socket) -> None:
@@ -177,7 +180,7 @@ class FaultProxy:
                     client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")  # the body comes next
                     head = re.sub(rb"(?im)^expect:[^\r\n]*\r\n", b"", head)
                 request = head + _read_body(src, asked, until_close=False)
-                fault = self._draw()
+                fault = self._draw(head)
                 if fault == "reset":
                     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     return
