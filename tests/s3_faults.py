@@ -7,6 +7,8 @@ bodies) to it byte for byte and, on a seeded fraction ``rate`` of requests, inst
 - ``slowdown``: answers ``503 SlowDown`` with S3's XML error body (the request never reaches
   the server, as when S3 throttles);
 - ``reset``: resets the connection (TCP RST, nothing answered, nothing forwarded);
+- ``drop``: forwards the request, then resets the connection instead of answering (the
+  server acted, the client never hears: a retried request runs twice);
 - ``delay``: forwards the request, then holds the response's first byte ``delay_s`` seconds.
 
 ``counts`` holds how many of each it injected and ``requests`` how many requests it saw.
@@ -28,7 +30,7 @@ import urllib.request
 from collections import Counter
 from typing import BinaryIO, Iterator
 
-KINDS = ("slowdown", "reset", "delay")
+KINDS = ("slowdown", "reset", "drop", "delay")
 
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
@@ -203,6 +205,9 @@ class FaultProxy:
                 no_body = method == b"HEAD" or code in (204, 304) or code < 200
                 headers = _headers(status)
                 body = b"" if no_body else _read_body(answer, headers, until_close=True)
+                if fault == "drop":  # served, but the answer is lost
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    return
                 if fault == "delay":
                     time.sleep(self.delay_s)
                 client.sendall(status + body)
