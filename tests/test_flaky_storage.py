@@ -201,6 +201,25 @@ def test_every_attempt_reaches_the_proxy_also_after_pickling(moto_url, monkeypat
         proxy.close()
 
 
+def test_damaged_footer_in_the_bucket_is_a_rejected_file_not_a_storage_error(moto_url, monkeypatch):
+    """pyarrow raises a plain OSError for a garbled footer too ("Couldn't deserialize
+    thrift"): only failed S3 requests ("AWS Error") become StorageError."""
+    from offline_graph.data.files import scan_files
+    from tests.helpers import ROOT
+
+    for key, value in {**ENV, "AWS_ENDPOINT_URL": moto_url}.items():
+        monkeypatch.setenv(key, value)
+    sample = ROOT / "sample_data" / "expert"
+    data = bytearray(sorted(sample.glob("*.parquet"))[0].read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")
+    data[-8 - footer : -8] = b"\xff" * footer
+    uri = f"{BUCKET}/damaged"
+    storage.write_bytes(f"{uri}/a.parquet", bytes(data))
+    scan = scan_files(uri, "skip")
+    assert scan.files == [] and dict(scan.rejected) == {"unreadable_file": 1}
+    assert "OSError: Couldn't deserialize thrift" in scan.examples["unreadable_file"]
+
+
 def test_endpoint_down_is_one_storage_error_naming_the_uri(monkeypatch):
     for key, value in {**ENV, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}.items():
         monkeypatch.setenv(key, value)

@@ -14,8 +14,8 @@ checkpoints): a request that fails with an error AWS marks retryable (503 SlowDo
 throttling, 5xx, a reset or refused connection, a timeout) is sent again, up to
 ``OFFLINE_GRAPH_S3_MAX_ATTEMPTS`` attempts in all (default 6), with backoff set by
 ``OFFLINE_GRAPH_S3_RETRY_MODE``: ``standard`` (default; AWS's standard mode, a random wait of up
-to 2^k s before retry k, at most 20 s) or ``fast`` (AWS's legacy mode, 25 ms x 2^k; for tests
-and nearby endpoints). The variables are read when a file system is made: set them before
+to 2^k s before retry k, at most 20 s) or ``fast`` (AWS's legacy mode: at once, then 25 ms x 2^k;
+for tests and nearby endpoints). The variables are read when a file system is made: set them before
 Ray starts so its workers get them. When the attempts run out, our functions raise
 :class:`~offline_graph.data.errors.StorageError` naming the URI.
 """
@@ -109,12 +109,13 @@ def target(location: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def reaching(location: str) -> Iterator[None]:
-    """Turns a failed request on URI ``location`` (pyarrow's plain ``OSError``, after the
-    retries) into :class:`StorageError` naming it; missing files and local errors pass."""
+    """Turns a failed S3 request on URI ``location`` (pyarrow's plain ``OSError`` with "AWS
+    Error", after the retries) into :class:`StorageError` naming it; missing files, damaged
+    files (e.g. "Couldn't deserialize thrift", also an ``OSError``) and local errors pass."""
     try:
         yield
     except OSError as err:
-        if type(err) is not OSError or not is_uri(location):
+        if type(err) is not OSError or not is_uri(location) or "AWS Error" not in str(err):
             raise
         mode, attempts = retry_policy()
         found = " ".join(str(err).split())
