@@ -100,9 +100,9 @@ def filesystem(location: str) -> pafs.FileSystem:
 def target(location: str) -> dict[str, Any]:
     """``path=`` and ``filesystem=`` for a library call taking both (RLlib's ``save_to_path``,
     ``restore_from_path``, ``from_checkpoint``): a URI's path inside its retrying file system;
-    a local path made absolute, with no file system (the library's own)."""
+    a local path made absolute, alone (the library's own local file system)."""
     if not is_uri(location):
-        return {"path": absolute(location), "filesystem": None}
+        return {"path": absolute(location)}
     fs, path = resolve(location)
     return {"path": path, "filesystem": fs}
 
