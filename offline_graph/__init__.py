@@ -28,7 +28,7 @@ torch)::
     evaluate_multi_agent_module      per-agent / per-module returns in a MultiAgentEnv
     encode_episode, graph_to_dict / dict_to_graph, collate / uncollate, FORMAT_VERSION
     OfflineGraphError and its subclasses ConfigError, DecodeError, SchemaError,
-    GraphValidationError, FormatVersionError
+    GraphValidationError, FormatVersionError, StorageError
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ _EXPORTS: dict[str, str] = {
     "SchemaError": "offline_graph.data.errors",
     "GraphValidationError": "offline_graph.data.errors",
     "FormatVersionError": "offline_graph.data.errors",
+    "StorageError": "offline_graph.data.errors",
 }
 """Public name -> the module it lives in."""
 
@@ -90,6 +91,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
         GraphValidationError,
         OfflineGraphError,
         SchemaError,
+        StorageError,
     )
     from offline_graph.data.format import FORMAT_VERSION
     from offline_graph.data.graph import dict_to_graph, graph_to_dict
@@ -159,4 +161,5 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "SchemaError",
     "GraphValidationError",
     "FormatVersionError",
+    "StorageError",
 ]
