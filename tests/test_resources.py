@@ -87,3 +87,30 @@ def test_small_plan_asks_a_quarter_cpu_for_the_algorithm_process_unless_the_user
     user = BCConfig().resources(num_cpus_for_main_process=2)
     apply_plan(user, plan_resources(2, 0))
     assert user.num_cpus_for_main_process == 2
+
+
+def test_small_plan_local_learner_shares_the_trial_quarter_cpu():
+    # RLlib's trial bundle with a local learner is max(num_cpus_per_learner, main process):
+    # "auto" counts as 1 CPU, so the local learner's share is set to 0.25 as well.
+    cfg = BCConfig().learners(num_learners=0)
+    apply_plan(cfg, plan_resources(2, 0))
+    assert cfg.num_cpus_per_learner == 0.25
+    big = BCConfig().learners(num_learners=0)
+    apply_plan(big, plan_resources(16, 0))
+    assert big.num_cpus_per_learner == "auto"
+
+
+def test_max_concurrent_trials_leaves_the_read_cpu():
+    from offline_graph.rllib.resources import max_concurrent_trials, trial_cpus
+
+    cfg = BCConfig().learners(num_learners=0)
+    cfg.offline_data(map_batches_kwargs=apply_plan(cfg, plan_resources(2, 0)))
+    # 0.25 (process + local learner) + 1 prelearner actor x 0.25 = 0.5 per trial
+    assert trial_cpus(cfg) == 0.5
+    assert max_concurrent_trials(cfg, cluster_cpus=2) == 2  # (2 - 1 read) / 0.5
+    assert max_concurrent_trials(cfg, cluster_cpus=1) == 1  # never 0
+    big = BCConfig().learners(num_learners=2)
+    big.offline_data(map_batches_kwargs=apply_plan(big, plan_resources(16, 2)))
+    # 1 (process) + 2 learners x 1 + pool's first actor x 1 = 4 per trial: (16 - 1) / 4
+    assert trial_cpus(big) == 4.0
+    assert max_concurrent_trials(big, cluster_cpus=16) == 3

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import uuid
 
 import gymnasium as gym
@@ -173,6 +174,8 @@ def configure(
         # RLlib's OfflineData takes a string input_ through Path(), which turns s3://b into
         # s3:/b; a list of file URIs reaches ray.data.read_parquet as given.
         cfg.offline_data(input_=scan.files)
+    # Absolute local paths: a Tune trial runs in its own working directory.
+    cfg.offline_data(input_=_absolute_inputs(cfg.input_))
     settings = GraphSettings(
         on_error=on_error,
         seed=int(seed if seed is not None else (cfg.seed if cfg.seed is not None else 0)),
@@ -211,6 +214,16 @@ def configure(
     cfg.learner_config_dict[SETTINGS_KEY] = settings.as_dict()
     cfg.algo_class = algo_class
     return config
+
+
+def _absolute_inputs(input_: Any) -> Any:
+    """``input_`` with each local path made absolute (URIs kept): Tune runs each trial in its
+    own working directory, where a relative ``sample_data/expert`` names nothing."""
+    if isinstance(input_, (str, os.PathLike)):
+        return str(input_) if is_uri(str(input_)) else os.path.abspath(input_)
+    if isinstance(input_, (list, tuple)):
+        return [_absolute_inputs(p) for p in input_]
+    return input_
 
 
 def _is_ppo(algo_class: Any) -> bool:

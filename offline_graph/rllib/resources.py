@@ -118,6 +118,11 @@ def apply_plan(cfg: Any, plan: ResourcePlan) -> dict[str, Any]:
         # A Tune trial holds this much for the algorithm's own process: RLlib's 1 CPU per trial
         # left no CPU for Ray Data's reads on a small machine (the trial waited forever).
         cfg.resources(num_cpus_for_main_process=SMALL_SHARE)
+    local_cpu = cfg.num_learners == 0 and cfg.num_gpus_per_learner == 0
+    if plan.small and local_cpu and cfg.num_cpus_per_learner == "auto":
+        # With a local learner RLlib's trial bundle is max(num_cpus_per_learner ("auto": 1),
+        # num_cpus_for_main_process): the learner runs in that process, so it shares the 0.25.
+        cfg.learners(num_cpus_per_learner=SMALL_SHARE)
     return map_kwargs
 
 
@@ -128,3 +133,35 @@ def map_actor_limit(map_kwargs: dict[str, Any], num_learners: int) -> int:
         return int(compute.max_size)
     concurrency = map_kwargs.get("concurrency") or max(2, num_learners)
     return int(concurrency[-1] if isinstance(concurrency, (tuple, list)) else concurrency)
+
+
+def trial_cpus(cfg: Any) -> float:
+    """CPUs one algorithm of a configured ``cfg`` holds while it trains, reads aside: its
+    process (RLlib's trial bundle: ``max(num_cpus_per_learner, num_cpus_for_main_process)``
+    with a local learner), remote CPU learners and evaluation EnvRunners, and the prelearner
+    pool's first actors (Ray Data starts them outside the trial's placement group)."""
+    from offline_graph.rllib.env_setup import eval_runner_cpus
+
+    def cpus(value: Any) -> float:
+        return 1.0 if value in ("auto", None) else float(value)
+
+    gpu = cfg.num_gpus_per_learner > 0
+    main = float(cfg.num_cpus_for_main_process)
+    if cfg.num_learners == 0:
+        main = max(main, 0.0 if gpu else cpus(cfg.num_cpus_per_learner))
+    learners = 0.0 if gpu or cfg.num_learners == 0 else cfg.num_learners * cpus(cfg.num_cpus_per_learner)
+    kwargs = cfg.map_batches_kwargs or {}
+    compute = kwargs.get("compute")
+    first = getattr(compute, "min_size", None) or map_actor_limit(kwargs, cfg.num_learners)
+    return main + learners + eval_runner_cpus(cfg)[0] + float(kwargs.get("num_cpus") or 1.0) * first
+
+
+def max_concurrent_trials(config: Any, cluster_cpus: float | None = None) -> int:
+    """How many Tune trials of a configured ``config`` can run at once and still leave the one
+    whole CPU that Ray Data's read tasks (``ListFiles`` / ``ReadFiles``, outside every trial's
+    placement group) need: ``floor((CPUs - 1) / trial_cpus(config))``, at least 1. Pass it as
+    ``tune.TuneConfig(max_concurrent_trials=...)``: Tune starts a trial whenever its placement
+    group fits, and trials whose prelearner actors take the last CPUs wait forever."""
+    total = cluster_size()[0] if cluster_cpus is None else float(cluster_cpus)
+    per = trial_cpus(config)
+    return max(1, int(math.floor((total - READ_CPUS) / per + 1e-9)))
