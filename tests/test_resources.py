@@ -105,12 +105,15 @@ def test_max_concurrent_trials_leaves_the_read_cpu():
 
     cfg = BCConfig().learners(num_learners=0)
     cfg.offline_data(map_batches_kwargs=apply_plan(cfg, plan_resources(2, 0)))
-    # 0.25 (process + local learner) + 1 prelearner actor x 0.25 = 0.5 per trial
-    assert trial_cpus(cfg) == 0.5
-    assert max_concurrent_trials(cfg, cluster_cpus=2) == 2  # (2 - 1 read) / 0.5
-    assert max_concurrent_trials(cfg, cluster_cpus=1) == 1  # never 0
+    # 0.25 (process + local learner) + 1 prelearner actor x 0.25 = 0.5 per trial, 2 actors
+    assert trial_cpus(cfg) == (0.5, 2)
+    assert max_concurrent_trials(cfg, nodes=[2]) == 2  # (2 - 1 read) / 0.5; 2 >= 1 + 2 x 0.5
+    assert max_concurrent_trials(cfg, nodes=[1]) == 1  # never 0
+    # three 1-CPU nodes: 2 trials' 4 fractional actors could take a share of every node
+    assert max_concurrent_trials(cfg, nodes=[1, 1, 1]) == 1
+    assert max_concurrent_trials(cfg, nodes=[1, 1, 1, 1, 1]) == 2  # 5 nodes > 4 actors
     big = BCConfig().learners(num_learners=2)
     big.offline_data(map_batches_kwargs=apply_plan(big, plan_resources(16, 2)))
     # 1 (process) + 2 learners x 1 + pool's first actor x 1 = 4 per trial: (16 - 1) / 4
-    assert trial_cpus(big) == 4.0
-    assert max_concurrent_trials(big, cluster_cpus=16) == 3
+    assert trial_cpus(big) == (4.0, 4)
+    assert max_concurrent_trials(big, nodes=[16]) == 3

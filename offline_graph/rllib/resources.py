@@ -135,9 +135,9 @@ def map_actor_limit(map_kwargs: dict[str, Any], num_learners: int) -> int:
     return int(concurrency[-1] if isinstance(concurrency, (tuple, list)) else concurrency)
 
 
-def trial_cpus(cfg: Any) -> float:
-    """CPUs one algorithm of a configured ``cfg`` holds while it trains, reads aside: its
-    process (RLlib's trial bundle: ``max(num_cpus_per_learner, num_cpus_for_main_process)``
+def trial_cpus(cfg: Any) -> tuple[float, int]:
+    """(CPUs, actors) one algorithm of a configured ``cfg`` holds while it trains, reads aside:
+    its process (RLlib's trial bundle: ``max(num_cpus_per_learner, num_cpus_for_main_process)``
     with a local learner), remote CPU learners and evaluation EnvRunners, and the prelearner
     pool's first actors (Ray Data starts them outside the trial's placement group)."""
     from offline_graph.rllib.env_setup import eval_runner_cpus
@@ -149,19 +149,40 @@ def trial_cpus(cfg: Any) -> float:
     main = float(cfg.num_cpus_for_main_process)
     if cfg.num_learners == 0:
         main = max(main, 0.0 if gpu else cpus(cfg.num_cpus_per_learner))
-    learners = 0.0 if gpu or cfg.num_learners == 0 else cfg.num_learners * cpus(cfg.num_cpus_per_learner)
+    remote = 0 if gpu else cfg.num_learners
+    learners = remote * cpus(cfg.num_cpus_per_learner)
     kwargs = cfg.map_batches_kwargs or {}
     compute = kwargs.get("compute")
-    first = getattr(compute, "min_size", None) or map_actor_limit(kwargs, cfg.num_learners)
-    return main + learners + eval_runner_cpus(cfg)[0] + float(kwargs.get("num_cpus") or 1.0) * first
+    first = int(getattr(compute, "min_size", None) or map_actor_limit(kwargs, cfg.num_learners))
+    runner_cpus, runners = eval_runner_cpus(cfg)
+    total = main + learners + runner_cpus + float(kwargs.get("num_cpus") or 1.0) * first
+    return total, 1 + remote + runners + first
 
 
-def max_concurrent_trials(config: Any, cluster_cpus: float | None = None) -> int:
-    """How many Tune trials of a configured ``config`` can run at once and still leave the one
-    whole CPU that Ray Data's read tasks (``ListFiles`` / ``ReadFiles``, outside every trial's
-    placement group) need: ``floor((CPUs - 1) / trial_cpus(config))``, at least 1. Pass it as
-    ``tune.TuneConfig(max_concurrent_trials=...)``: Tune starts a trial whenever its placement
-    group fits, and trials whose prelearner actors take the last CPUs wait forever."""
-    total = cluster_size()[0] if cluster_cpus is None else float(cluster_cpus)
-    per = trial_cpus(config)
-    return max(1, int(math.floor((total - READ_CPUS) / per + 1e-9)))
+def node_cpus() -> list[float]:
+    """The CPUs of each live node of the running Ray cluster, else of this machine."""
+    import ray
+
+    if ray.is_initialized():
+        return [float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]]
+    return [float(os.cpu_count() or 1)]
+
+
+def max_concurrent_trials(config: Any, nodes: list[float] | None = None) -> int:
+    """How many Tune trials of a configured ``config`` can run at once on a cluster whose
+    nodes have ``nodes`` CPUs (default: the running cluster's) and still leave the whole CPU
+    that Ray Data's read tasks (``ListFiles`` / ``ReadFiles``, outside every trial's placement
+    group, 1 CPU each) need on some node, however the trials' actors are placed: at most
+    ``CPUs - 1`` in all, and either the biggest node holds every fractional request plus one
+    CPU or there are more nodes with a whole CPU than fractional actors. At least 1.
+
+    Pass it as ``tune.TuneConfig(max_concurrent_trials=...)``: Tune starts a trial whenever its
+    placement group fits, and trials whose actors take the last whole CPU wait forever."""
+    sizes = node_cpus() if nodes is None else [float(c) for c in nodes]
+    per, actors = trial_cpus(config)
+    total, biggest, whole = sum(sizes), max(sizes, default=0.0), sum(c >= 1.0 for c in sizes)
+    fractional = not float(per).is_integer()
+    n = max(1, int(math.floor((total - READ_CPUS) / per + 1e-9)))
+    while n > 1 and fractional and biggest < READ_CPUS + n * per and whole <= n * actors:
+        n -= 1
+    return n
