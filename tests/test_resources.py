@@ -44,7 +44,11 @@ def test_gpu_learners_and_evaluation_runners_are_counted():
 
 def test_the_pool_starts_with_one_actor_per_node():
     assert plan_resources(6, 0, nodes=3).map_actors == (3, 5)
-    assert plan_resources(64, 8, nodes=100).map_actors == (55, 55)
+    # at most the CPUs left but 1: a Tune trial's process holds 1 CPU beside the first actors
+    assert plan_resources(64, 8, nodes=100).map_actors == (54, 55)
+    assert plan_resources(4, 0, nodes=4).map_actors == (2, 3)
+    # three 1-CPU nodes: 3 - 1 read - 1 trial process leaves 1 whole CPU -> small plan
+    assert plan_resources(3, 0, nodes=3).small
     assert plan_resources(2, 0, nodes=2).map_actors == (1, 1)  # small: fractional, one actor
 
 

@@ -6,12 +6,14 @@ CPU of a small machine: the read never runs and the job stalls. :func:`plan_reso
 one CPU for reading and gives the rest to the learners and the prelearner actors:
 
 * **small** (fewer than 2 whole CPUs left for prelearner actors once 1 read CPU, 1 per CPU
-  learner and the evaluation EnvRunners are counted): one prelearner actor of 0.25 CPU,
+  learner, the evaluation EnvRunners and 1 for the algorithm's process in a Tune trial are
+  counted): one prelearner actor of 0.25 CPU,
   0.25 CPU per CPU learner and 0.25 CPU for the algorithm's own process (what a Tune trial
   reserves; RLlib's 1 let two trials of a 2-point grid take both CPUs of a laptop and starve
   the reads) (what suits a 2-CPU laptop; never a stall);
 * **otherwise**: learners keep RLlib's 1 CPU each and the prelearner actors take 1 CPU each in
-  an autoscaling pool of (one per node, at most the CPUs left) .. (the CPUs left), through Ray
+  an autoscaling pool of (one per node, at most the CPUs left but the trial's 1) .. (the CPUs
+  left; in a Tune trial the pool grows only into free CPUs), through Ray
   Data's ``compute=ActorPoolStrategy`` (not the deprecated ``concurrency=``).
 
 The user's own ``map_batches_kwargs`` (``num_cpus``, ``compute``, ``concurrency``) and
@@ -74,7 +76,9 @@ def plan_resources(
     ``runner_cpus``: the CPUs of remote evaluation EnvRunners."""
     cpu_learners = num_learners if not gpu_learners else 0
     spare = cluster_cpus - READ_CPUS - cpu_learners * 1.0 - runner_cpus
-    if spare < 2.0:
+    # A Tune trial also holds RLlib's 1 CPU for the algorithm's process (a driver holds none):
+    # the small plan unless whole actors still fit beside it, and the pool's first actors too.
+    if spare - MAIN_PROCESS_DEFAULT < 2.0:
         return ResourcePlan(
             cluster_cpus, num_learners, True, SMALL_SHARE, (1, 1), SMALL_SHARE if cpu_learners else None
         )
@@ -84,7 +88,7 @@ def plan_resources(
         num_learners,
         False,
         1.0,
-        (min(max(nodes, 1), most), most),
+        (min(max(nodes, 1), most - MAIN_PROCESS_DEFAULT), most),
         1.0 if cpu_learners else None,
     )
 
