@@ -113,6 +113,7 @@ def test_stop_then_shutdown_prints_no_traceback():
     )
     assert done.returncode == 0, done.stderr
     assert "steps 128" in done.stdout
-    assert [line for line in done.stderr.splitlines() if re.search("Traceback|RuntimeError|Exception ignored", line)] == []
+    traces = re.compile("Traceback|RuntimeError|Exception ignored")
+    assert [line for line in done.stderr.splitlines() if traces.search(line)] == []
     # with log_to_driver on, the prelearner actor's lines reach the driver: none is ours
     assert "OfflinePreLearner(module_spec=..)" not in done.stderr + done.stdout
