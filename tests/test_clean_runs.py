@@ -117,3 +117,32 @@ def test_stop_then_shutdown_prints_no_traceback():
     assert [line for line in done.stderr.splitlines() if traces.search(line)] == []
     # with log_to_driver on, the prelearner actor's lines reach the driver: none is ours
     assert "OfflinePreLearner(module_spec=..)" not in done.stderr + done.stdout
+
+
+FILTER = """
+import os, sys
+from offline_graph.cli.known_lines import hide_known_lines
+
+with hide_known_lines():
+    os.write(2, b"[t E 1 1] core_worker.cc:2465: Actor with class name: 'MapWorker(MapBatches(X))' "
+                b"and ID: '04' has constructor arguments in the object store and max_restarts > 0. If\\n")
+    print("kept from Python", file=sys.stderr)
+    os.write(2, b"WARNING rl_module.py:463 -- DeprecationWarning: `RLModule(config=[RLModuleConfig object])` "
+                b"has been deprecated. Use ...\\nkept from C")
+os.write(2, b"\\nafter\\n")
+"""
+
+
+def test_cli_filter_drops_only_the_known_lines():
+    """The offline-graph dispatcher's stderr filter: the two known lines go, the rest (also a
+    last line without its newline) is passed on in order, and stderr is restored after."""
+    done = subprocess.run(
+        [sys.executable, "-c", FILTER],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "kept from Python\nkept from C\nafter\n"
