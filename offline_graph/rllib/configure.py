@@ -15,7 +15,11 @@ setting                          value and why
                                  ``compute=ActorPoolStrategy(min, max)`` sized to the cluster
                                  (:mod:`offline_graph.rllib.resources`): on a 2-CPU machine
                                  the stock 2 x 1 CPU map actors starve Ray Data's read tasks
-``num_cpus_per_learner``         0.25 on a small machine (same reason), else RLlib's 1
+``num_cpus_per_learner``         0.25 on a small machine (same reason; with a local learner
+                                 too: RLlib's Tune trial bundle is max(it, main process)),
+                                 else RLlib's 1
+``input_``                       local paths made absolute: a Tune trial runs in its own
+                                 working directory
 ``input_read_method_kwargs``     ``include_paths=True`` (episode input): errors name the file
 ``materialize_mapped_data``      True: map once instead of cold-starting actors each epoch
 ``dataset_num_iters_per_learner``  10 when unset (updates per ``train()``): RLlib's learners
