@@ -224,7 +224,7 @@ def _absolute_inputs(input_: Any) -> Any:
     """``input_`` with each local path made absolute (URIs kept): Tune runs each trial in its
     own working directory, where a relative ``sample_data/expert`` names nothing."""
     if isinstance(input_, (str, os.PathLike)):
-        return str(input_) if is_uri(str(input_)) else os.path.abspath(input_)
+        return str(input_) if "://" in str(input_) else os.path.abspath(input_)  # file:// too
     if isinstance(input_, (list, tuple)):
         return [_absolute_inputs(p) for p in input_]
     return input_
