@@ -8,6 +8,8 @@ torch)::
     GraphBC / GraphMARWIL        RLlib's BC / MARWIL with the build-time config check,
                                  get_module() and checkpoint restore without EnvRunners
     data_report(config)          episodes / transitions read, used and rejected (by reason)
+    max_concurrent_trials(config)  Tune trials that fit beside Ray Data's read CPU
+                                 (tune.TuneConfig(max_concurrent_trials=...))
     GraphOfflinePreLearner       RLlib OfflinePreLearner for ragged graph episodes / rows
     GraphEnvRunner               RLlib SingleAgentEnvRunner for spaces.Graph envs (evaluation,
                                  recording; set by configure when the config has an env)
@@ -44,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     # RLlib integration (Ray, torch)
     "configure": "offline_graph.rllib.configure",
     "data_report": "offline_graph.rllib.configure",
+    "max_concurrent_trials": "offline_graph.rllib.resources",
     "GraphBC": "offline_graph.rllib.algorithms",
     "GraphMARWIL": "offline_graph.rllib.algorithms",
     "GraphOfflinePreLearner": "offline_graph.rllib.prelearner",
@@ -108,6 +111,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.rllib.online import configure_online, load_module_weights
     from offline_graph.rllib.ppo_learner import GraphPPOTorchLearner
     from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+    from offline_graph.rllib.resources import max_concurrent_trials
 
 
 def __getattr__(name: str) -> Any:
@@ -128,6 +132,7 @@ def __dir__() -> list[str]:
 __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_graph import *`
     "configure",
     "data_report",
+    "max_concurrent_trials",
     "GraphBC",
     "GraphMARWIL",
     "GraphOfflinePreLearner",
