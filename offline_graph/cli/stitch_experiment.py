@@ -228,9 +228,12 @@ def markdown(result: dict[str, Any]) -> str:
         f"{s['layers']}; IQL beta {s['iql_beta']:g}, expectile {s['expectile']:g}; CQL alpha "
         f"{s['cql_alpha']:g}; tau {s['tau']:g}. {s['eval_episodes']} evaluation episodes (seed "
         f"{s['eval_seed']}, default config): expert return {base['expert']:.2f}, random "
-        f"{base['random']:.2f}. Logs: {result['data']['logs_made_by']}. Expert data: "
-        f"{result['data']['expert_made_by']}. Wall time {result['wall_seconds'] / 60:.1f} min."
+        f"{base['random']:.2f}."
     )
+    for key, name in (("logs", "Logs"), ("expert", "Expert data")):
+        if result["data"][key] is not None:
+            lines[-1] += f" {name}: {result['data'][key + '_made_by']}."
+    lines[-1] += f" Wall time {result['wall_seconds'] / 60:.1f} min."
     return "\n".join(lines) + "\n"
 
 
