@@ -3,7 +3,7 @@ expert-data control.
 
 Usage::
 
-    offline-graph stitch-experiment --output runs/stitch           # the table (~25 min, 2 CPUs)
+    offline-graph stitch-experiment --output runs/stitch           # the table (21 runs)
     offline-graph stitch-experiment --quick --output /tmp/stitch   # a smoke run (~1-2 min)
 
 Both data sets are recorded first into ``<output>/data`` from ``offline_graph/Stitch-v0`` (see
