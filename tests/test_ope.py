@@ -167,3 +167,27 @@ def test_bad_arguments(data) -> None:
         estimate_value(fixed([0.0, 0.0]), path, method="is")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="gamma must be in"):
         estimate_value(fixed([0.0, 0.0]), path, method="wis", gamma=1.5)
+
+
+def test_cli_evaluate_data_prints_the_estimate(data, tmp_path) -> None:
+    from offline_graph.rllib.checkpoints import MODULE_SUBDIR
+    from tests.helpers import run_cli
+
+    path, _ = data
+    spec = RLModuleSpec(module_class=GNNModule, observation_space=SPACE, action_space=gym.spaces.Discrete(2))
+    module = spec.build()
+    module.save_to_path(str(tmp_path / "ckpt" / MODULE_SUBDIR / "default_policy"))
+    expected = estimate_value(module, path, method="pdis", gamma=1.0, n_boot=200, seed=7)
+    out = tmp_path / "res.json"
+    proc = run_cli(
+        "evaluate", "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "pdis",
+        "--gamma", "1.0", "--seed", "7", "--output", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"pdis estimate {expected['value']:.3f} [{expected['ci_low']:.3f}, {expected['ci_high']:.3f}]"
+        in proc.stdout
+    )
+    assert "48 episodes, 96 transitions" in proc.stdout and "behaviour logged" in proc.stdout
+    bad = run_cli("evaluate", "--policy", "random", "--data", path)
+    assert bad.returncode == 2 and "--data must come with --checkpoint" in bad.stderr
