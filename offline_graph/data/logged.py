@@ -23,6 +23,7 @@ from offline_graph.data.codec import unpack_item
 from offline_graph.data.columns import counts_to_ptr
 from offline_graph.data.errors import ConfigError, DecodeError
 from offline_graph.data.files import scan_files
+from offline_graph.data.holdout import held_out
 from offline_graph.data.reader import read_transitions
 from offline_graph.data.spec import EpisodeSpec
 from offline_graph.data.transitions import Transitions
@@ -96,6 +97,8 @@ def whole_episodes(trans: Transitions, where: str) -> tuple[Transitions, np.ndar
 
 def load_logged(data: Any, spec: EpisodeSpec, where: str = "estimate_value") -> Logged:
     """Episodes of ``data`` (module doc) checked against ``spec`` (the module's spaces)."""
+    if isinstance(data, Logged):
+        return data
     if isinstance(data, Transitions):
         trans, ptr = whole_episodes(data, where)
         return Logged(trans, ptr, None)
@@ -127,4 +130,18 @@ def load_logged(data: Any, spec: EpisodeSpec, where: str = "estimate_value") -> 
     logp = None
     if len(have) == len(logps) and sum(len(v) for v in have) == len(trans):
         logp = np.concatenate(have) if have else np.zeros(0)
+    return Logged(trans, ptr, logp)
+
+
+def held_out_episodes(logged: Logged, fraction: float, seed: int) -> Logged:
+    """The episodes of ``logged`` that training holds out (:mod:`offline_graph.data.holdout`)."""
+    mask = held_out(logged.trans.episode_ids, fraction, seed)[logged.trans.episode_index]
+    rows = np.flatnonzero(mask)
+    if not rows.size:
+        raise ConfigError(
+            f"offline evaluation: the held-out episodes must not be empty (found none of "
+            f"{logged.episodes} held out with holdout={fraction}). Raise configure(holdout=...)."
+        )
+    trans, ptr = whole_episodes(logged.trans.take(rows), "offline evaluation")
+    logp = None if logged.behaviour_logp is None else logged.behaviour_logp[rows]
     return Logged(trans, ptr, logp)

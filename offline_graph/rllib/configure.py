@@ -63,6 +63,7 @@ from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.rllib.env_setup import configure_env, eval_runner_cpus
 from offline_graph.rllib.resources import apply_plan, cluster_size, plan_resources
 from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+from offline_graph.rllib.ope_runner import offline_evaluation_settings
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 
 C = TypeVar("C")
@@ -77,6 +78,7 @@ def configure(
     holdout: float = 0.0,
     holdout_seed: int = 0,
     value_run_length: int = DEFAULT_RUN_LENGTH,
+    offline_evaluation: dict | None = None,
 ) -> C:
     """Fill in what graph training needs (see the module docstring); returns ``config``.
 
@@ -87,6 +89,8 @@ def configure(
     ``holdout``: the fraction of episodes kept out of training (:mod:`offline_graph.data.holdout`,
     split by ``holdout_seed``), e.g. for offline metrics when there is no env.
     ``value_run_length``: IQL / CQL only, steps per value run (:mod:`offline_graph.rllib.value_configure`).
+    ``offline_evaluation``: ``estimate_value`` keywords for ``evaluation(offline_evaluation_type=
+    "fqe" | "wis" | "pdis" | "dr")`` (:mod:`offline_graph.rllib.ope_runner`).
     """
     cfg: Any = config
     if _is_ppo(cfg.algo_class):  # online fine-tuning / training in a graph env
@@ -173,7 +177,9 @@ def configure(
         # RLlib's OfflineData takes a string input_ through Path(), which turns s3://b into
         # s3:/b; a list of file URIs reaches ray.data.read_parquet as given.
         cfg.offline_data(input_=scan.files)
+    ope = offline_evaluation_settings(cfg, offline_evaluation)
     settings = GraphSettings(
+        offline_evaluation=ope,
         on_error=on_error,
         seed=int(seed if seed is not None else (cfg.seed if cfg.seed is not None else 0)),
         stats_name=f"offline_graph_stats_{uuid.uuid4().hex[:12]}",
