@@ -159,8 +159,11 @@ def _estimate(
         n = len(trans)
         v_end = np.where(trans.truncateds[ptr[1:] - 1] & bootstrap, fitted.v[n:], 0.0)
         model = (fitted.q, fitted.v[:n], v_end)
+        fqe_estimate = ope.mean_estimate(fitted.v[ptr[:-1]], n_boot, seed)
         if method == "fqe":
-            out.update(ope.mean_estimate(fitted.v[ptr[:-1]], n_boot, seed))
+            out.update(fqe_estimate)
+        else:
+            out["fqe"] = fqe_estimate
     if method != "fqe":
         mu, out["behaviour"] = _behaviour(logged, behaviour, module, bc_epochs, settings, seed)
         if out["behaviour"] == "bc":
