@@ -161,7 +161,7 @@ def dope(
     rows: dict[str, list[dict]] = {m: [] for m in METHODS}
     for eps in targets:
         module = expert_mixture(eps, env.observation_space, env.action_space)
-        common = dict(gamma=1.0, explore=True, n_boot=n_boot, seed=seed)
+        common: dict[str, Any] = dict(gamma=1.0, explore=True, n_boot=n_boot, seed=seed)
         for m in ("wis", "pdis"):
             rows[m].append(estimate_value(module, logged, method=m, **common))  # type: ignore[arg-type]
         dr = estimate_value(
