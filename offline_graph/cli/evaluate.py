@@ -43,6 +43,7 @@ from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 from offline_graph.cli.arguments import arg, config_from, parser_for, run_job
+from offline_graph.cli.evaluate_offline import check_module_env
 
 
 @dataclass(frozen=True)
@@ -144,27 +145,6 @@ def format_legality(ev: dict[str, Any]) -> str:
     if ev.get("success_rate") is not None:
         text += f", success rate {100.0 * ev['success_rate']:.1f}%"
     return text
-
-
-def check_module_env(module: Any, env_name: str, env_config: dict | None) -> None:
-    """ConfigError when the env's spaces are not the module's (compared as compact text)."""
-    from offline_graph.data.space_text import space_text
-    from offline_graph.jobs.recording import make_env
-
-    env = make_env(env_name, env_config)
-    try:
-        pairs = [
-            (role, space_text(getattr(module, f"{role}_space")), space_text(getattr(env, f"{role}_space")))
-            for role in ("observation", "action")
-        ]
-    finally:
-        env.close()
-    for role, mine, theirs in pairs:
-        if mine != theirs:
-            raise ConfigError(
-                f"evaluate: the env's {role} space must be the module's (found {theirs} for "
-                f"--env {env_name}, {mine} for the module). Pass the env the data came from."
-            )
 
 
 def run(cfg: Config) -> dict[str, Any]:

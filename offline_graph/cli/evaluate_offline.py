@@ -12,12 +12,10 @@ Prints one line per result::
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from offline_graph.data import storage
-
-if TYPE_CHECKING:
-    from offline_graph.cli.evaluate import Config
+from offline_graph.data.errors import ConfigError
 
 
 def format_estimate(res: dict[str, Any]) -> str:
@@ -32,10 +30,30 @@ def format_estimate(res: dict[str, Any]) -> str:
     return "\n".join([text, *(f"warning: {w}" for w in res.get("warnings", []))])
 
 
-def run_offline(cfg: "Config") -> dict[str, Any]:
+def check_module_env(module: Any, env_name: str, env_config: dict | None) -> None:
+    """ConfigError when the env's spaces are not the module's (compared as compact text)."""
+    from offline_graph.data.space_text import space_text
+    from offline_graph.jobs.recording import make_env
+
+    env = make_env(env_name, env_config)
+    try:
+        pairs = [
+            (role, space_text(getattr(module, f"{role}_space")), space_text(getattr(env, f"{role}_space")))
+            for role in ("observation", "action")
+        ]
+    finally:
+        env.close()
+    for role, mine, theirs in pairs:
+        if mine != theirs:
+            raise ConfigError(
+                f"evaluate: the env's {role} space must be the module's (found {theirs} for "
+                f"--env {env_name}, {mine} for the module). Pass the env the data came from."
+            )
+
+
+def run_offline(cfg: Any) -> dict[str, Any]:
     """Restore the checkpoint's module, estimate its value from ``cfg.data`` (and play it in
-    ``cfg.env`` when given); prints and returns the results."""
-    from offline_graph.cli.evaluate import check_module_env
+    ``cfg.env`` when given); prints and returns the results (``cfg``: evaluate's Config)."""
     from offline_graph.rllib.evaluation import evaluate_module, restore_module
     from offline_graph.rllib.ope import estimate_value
 
