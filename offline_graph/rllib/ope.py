@@ -132,6 +132,7 @@ def _estimate(
         "method": method,
         "gamma": gamma,
         "explore": bool(explore),
+        "bootstrap_truncated": bootstrap if method in ("fqe", "dr") else None,
         "episodes": logged.episodes,
         "transitions": len(trans),
         "ess": None,
