@@ -213,3 +213,24 @@ def case_ope(ctx: BenchContext) -> list[Row]:
             Row("ope", f"{method} seconds per 10k transitions", "s", times, lower_is_better=True, note=note)
         )
     return rows
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m offline_graph.bench.case_ope LOGS [--epochs N] [--methods-is-only]``: the
+    DOPE check (:func:`dope`) on behaviour logs of the mixed policy, printed as JSON."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("data", help="episode files of the mixed policy (epsilon --eps-b)")
+    parser.add_argument("--eps-b", type=float, default=0.5)
+    parser.add_argument("--epochs", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    q_model = {"hidden": 16, "layers": 1, "head_hidden": 32}
+    res = dope(args.data, args.eps_b, epochs=args.epochs, seed=args.seed, q_model=q_model, batch_size=512)
+    print(json.dumps(res, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()
