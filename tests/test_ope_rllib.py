@@ -32,6 +32,7 @@ def bc_config(data: str, kind: str, **options):
     return offline_graph.configure(config, seed=0, holdout=0.4, offline_evaluation=options)
 
 
+@pytest.mark.slow
 def test_rllib_offline_evaluation_reports_our_estimate(ray_session, tmp_path) -> None:
     path, _ = logged_episodes(tmp_path / "logs.parquet")
     config = bc_config(path, "is", n_boot=30)  # RLlib's "is" runs our per-episode WIS
