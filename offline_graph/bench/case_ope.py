@@ -216,8 +216,8 @@ def case_ope(ctx: BenchContext) -> list[Row]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m offline_graph.bench.case_ope LOGS [--epochs N] [--methods-is-only]``: the
-    DOPE check (:func:`dope`) on behaviour logs of the mixed policy, printed as JSON."""
+    """``python -m offline_graph.bench.case_ope LOGS [--epochs N] [--hidden H --layers L
+    --batch-size B]``: the DOPE check (:func:`dope`) on logs of the mixed policy, as JSON."""
     import argparse
     import json
 
@@ -226,9 +226,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--eps-b", type=float, default=0.5)
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hidden", type=int, default=64, help="the FQE Q network's width")
+    parser.add_argument("--layers", type=int, default=2, help="its message-passing layers")
+    parser.add_argument("--batch-size", type=int, default=128)
     args = parser.parse_args(argv)
-    q_model = {"hidden": 16, "layers": 1, "head_hidden": 32}
-    res = dope(args.data, args.eps_b, epochs=args.epochs, seed=args.seed, q_model=q_model, batch_size=512)
+    q_model = {"hidden": args.hidden, "layers": args.layers, "head_hidden": max(32, args.hidden)}
+    res = dope(
+        args.data, args.eps_b, epochs=args.epochs, seed=args.seed, q_model=q_model, batch_size=args.batch_size
+    )
     print(json.dumps(res, indent=1, default=float))
 
 
