@@ -27,6 +27,8 @@ torch)::
                                  graph:F=5,D=3 / discrete:K / node:MAX / edge:MAX
     resolve_spaces(path, ...)    a data set's spaces: metadata, env, explicit, else inferred
     evaluate_module / evaluate_policy   returns of a module / a named policy in the env
+    estimate_value(module, data, method=...)   a policy's value from logs, no simulator
+                                 (off-policy evaluation: fqe, wis, pdis, dr)
     restore_module(checkpoint)   the trained RLModule from a checkpoint (no Ray needed)
     write_episodes(path, episodes)   finished RLlib Single/MultiAgentEpisodes -> episode files
     to_multi_agent_episode(item)     a multi-agent row -> RLlib's MultiAgentEpisode
@@ -66,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "to_multi_agent_episode": "offline_graph.rllib.episodes",
     "evaluate_multi_agent_module": "offline_graph.rllib.ma_evaluation",
     "evaluate_module": "offline_graph.rllib.evaluation",
+    "estimate_value": "offline_graph.rllib.ope",
     "evaluate_policy": "offline_graph.rllib.evaluation",
     "restore_module": "offline_graph.rllib.evaluation",
     # pure core (numpy, pyarrow)
@@ -112,6 +115,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.rllib.configure import configure, data_report
     from offline_graph.rllib.episodes import encode_episode
     from offline_graph.rllib.evaluation import evaluate_module, evaluate_policy, restore_module
+    from offline_graph.rllib.ope import estimate_value
     from offline_graph.rllib.env_runner import GraphEnvRunner
     from offline_graph.rllib.gnn_module import GNNModule
     from offline_graph.rllib.online import configure_online, load_module_weights
@@ -155,6 +159,7 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "to_multi_agent_episode",
     "evaluate_multi_agent_module",
     "evaluate_module",
+    "estimate_value",
     "evaluate_policy",
     "restore_module",
     "NodeAction",

@@ -14,7 +14,9 @@ generated data). One module per concern:
 * :mod:`offline_graph.bench.case_sampling`: ``sampling`` (EnvRunner env steps/s, graphs vs a
   padded Box);
 * :mod:`offline_graph.bench.case_value`: ``value`` (IQL / CQL: value-run bytes per trained
-  transition and update speed against BC / MARWIL).
+  transition and update speed against BC / MARWIL);
+* :mod:`offline_graph.bench.case_ope`: ``ope`` (off-policy evaluation: seconds per 10k logged
+  transitions of WIS, PDIS, FQE and DR).
 
 Importing this module imports neither Ray nor torch (the cases import them when they run).
 """
@@ -34,6 +36,7 @@ from offline_graph.bench.case_data_path import (
 from offline_graph.bench.case_gpu import case_gpu
 from offline_graph.bench.case_league import case_league
 from offline_graph.bench.case_memory import case_memory
+from offline_graph.bench.case_ope import case_ope
 from offline_graph.bench.case_sampling import case_sampling
 from offline_graph.bench.case_value import case_value
 from offline_graph.bench.harness import BenchContext, Row
@@ -52,6 +55,7 @@ CASE_FUNCTIONS: dict[str, CaseFunction] = {
     "gpu": case_gpu,
     "sampling": case_sampling,
     "value": case_value,
+    "ope": case_ope,
 }
 """Case name -> case function, in the order ``offline-graph bench`` runs them."""
 

@@ -21,6 +21,13 @@ For an RLlib ``MultiAgentEnv`` every module of the checkpoint is restored
 ``--policy-mapping module:function``, and one line per module (return, normalized score,
 illegal actions) and per agent is printed; ``--policy NAME`` evaluates the env's policy the
 same way (see :mod:`offline_graph.rllib.ma_evaluation`).
+
+Without a simulator: ``--data LOGS --method fqe|wis|pdis|dr`` estimates the checkpoint's
+value from logged episodes (:func:`offline_graph.estimate_value`; printed with its bootstrap
+interval), and plays it in the env too, side by side, when ``--env`` is given
+(:mod:`offline_graph.cli.evaluate_offline`)::
+
+    offline-graph evaluate --checkpoint runs/bc --data logs/ --method fqe [--env ID]
 """
 
 from __future__ import annotations
@@ -30,12 +37,13 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 from offline_graph.cli.arguments import arg, config_from, parser_for, run_job
+from offline_graph.cli.evaluate_offline import check_module_env
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,18 @@ class Config:
     normalized score)."""
     output: str | None = None
     """Optional JSON file for the results."""
+    data: str | None = None
+    """Off-policy evaluation: episode files or directories (local or URI) to estimate the
+    checkpoint's value from, without a simulator (with --method; --env optional)."""
+    method: Literal["fqe", "wis", "pdis", "dr"] = "fqe"
+    """With --data: fqe (fitted Q evaluation), wis / pdis (weighted importance sampling),
+    dr (doubly robust)."""
+    gamma: float | None = None
+    """With --data: discount (default 0.99; 1.0 estimates the undiscounted episode return)."""
+    fqe_epochs: int = 30
+    """With --data and fqe / dr: epochs of fitted Q evaluation."""
+    explore: bool = False
+    """With --data: evaluate the module's stochastic policy instead of its greedy one."""
     policy_mapping: str | None = None
     """Multi-agent envs: module:function mapping an agent id to a module id (RLlib's
     policy_mapping_fn(agent_id, episode, **kw)); default: the only module, else the module
@@ -97,6 +117,10 @@ def parse_args(argv: list[str] | None = None) -> Config:
         parser.error(f"evaluate: --episodes must be >= 1 (found {cfg.episodes}).")
     if cfg.num_envs < 1:
         parser.error(f"evaluate: --num-envs must be >= 1 (found {cfg.num_envs}).")
+    if cfg.data is not None and cfg.checkpoint is None:
+        parser.error(
+            "evaluate: --data must come with --checkpoint (found --policy). It estimates a module's value."
+        )
     if cfg.checkpoint is not None and not storage.is_dir(cfg.checkpoint):
         parser.error(
             f"evaluate: --checkpoint must be a directory (found {cfg.checkpoint!r} missing). "
@@ -123,27 +147,6 @@ def format_legality(ev: dict[str, Any]) -> str:
     return text
 
 
-def check_module_env(module: Any, env_name: str, env_config: dict | None) -> None:
-    """ConfigError when the env's spaces are not the module's (compared as compact text)."""
-    from offline_graph.data.space_text import space_text
-    from offline_graph.jobs.recording import make_env
-
-    env = make_env(env_name, env_config)
-    try:
-        pairs = [
-            (role, space_text(getattr(module, f"{role}_space")), space_text(getattr(env, f"{role}_space")))
-            for role in ("observation", "action")
-        ]
-    finally:
-        env.close()
-    for role, mine, theirs in pairs:
-        if mine != theirs:
-            raise ConfigError(
-                f"evaluate: the env's {role} space must be the module's (found {theirs} for "
-                f"--env {env_name}, {mine} for the module). Pass the env the data came from."
-            )
-
-
 def run(cfg: Config) -> dict[str, Any]:
     """Restore the module, evaluate it (and the baselines); returns the results."""
     from offline_graph.rllib.evaluation import (
@@ -154,6 +157,10 @@ def run(cfg: Config) -> dict[str, Any]:
         restore_module,
     )
 
+    if cfg.data is not None:
+        from offline_graph.cli.evaluate_offline import run_offline
+
+        return run_offline(cfg)
     summary = _summary(cfg.checkpoint)
     env_name = cfg.env or summary.get("data", {}).get("env")
     if not env_name and cfg.policy is not None:

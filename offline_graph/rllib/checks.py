@@ -43,11 +43,11 @@ def graph_config_problems(cfg: Any) -> list[str]:
     kind = getattr(cfg, "offline_evaluation_type", "eval_loss")
     if getattr(cfg, "offline_evaluation_interval", None) and kind in ("is", "pdis"):
         problems.append(
-            f"evaluation(offline_evaluation_type=...) must be 'eval_loss' on graph configs "
-            f"(found {kind!r}): RLlib 2.60's 'is' / 'pdis' runners batch without the graph "
-            "collate function (TypeError) and take the target probability at a freshly "
-            "sampled action, not the logged one; estimate a policy's value with "
-            "offline_graph.estimate_value(module, data, method='wis' | 'pdis' | 'fqe' | 'dr')"
+            f"evaluation(offline_evaluation_type={kind!r}) must be set before "
+            "offline_graph.configure(config) on graph configs (found it set after): configure "
+            "maps 'is' / 'pdis' to our estimators ('wis' / 'pdis', also 'fqe' and 'dr'); "
+            "RLlib 2.60's own runners batch without the graph collate function (TypeError) and "
+            "take the target probability at a freshly sampled action, not the logged one"
         )
     problems += _cpu_problems(cfg)
     return problems

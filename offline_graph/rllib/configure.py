@@ -69,6 +69,7 @@ from offline_graph.rllib.collate_fn import GraphCollateFn
 from offline_graph.rllib.env_setup import configure_env, eval_runner_cpus
 from offline_graph.rllib.resources import apply_plan, cluster_size, plan_resources
 from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+from offline_graph.rllib.ope_runner import offline_evaluation_settings
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
 
 C = TypeVar("C")
@@ -83,6 +84,7 @@ def configure(
     holdout: float = 0.0,
     holdout_seed: int = 0,
     value_run_length: int = DEFAULT_RUN_LENGTH,
+    offline_evaluation: dict | None = None,
 ) -> C:
     """Fill in what graph training needs (see the module docstring); returns ``config``.
 
@@ -93,6 +95,8 @@ def configure(
     ``holdout``: the fraction of episodes kept out of training (:mod:`offline_graph.data.holdout`,
     split by ``holdout_seed``), e.g. for offline metrics when there is no env.
     ``value_run_length``: IQL / CQL only, steps per value run (:mod:`offline_graph.rllib.value_configure`).
+    ``offline_evaluation``: ``estimate_value`` keywords for ``evaluation(offline_evaluation_type=
+    "fqe" | "wis" | "pdis" | "dr")`` (:mod:`offline_graph.rllib.ope_runner`).
     """
     cfg: Any = config
     if _is_ppo(cfg.algo_class):  # online fine-tuning / training in a graph env
@@ -186,7 +190,9 @@ def configure(
         cfg.offline_data(input_filesystem=storage_filesystem(first))
     # Absolute local paths: a Tune trial runs in its own working directory.
     cfg.offline_data(input_=_absolute_inputs(cfg.input_))
+    ope = offline_evaluation_settings(cfg, offline_evaluation)
     settings = GraphSettings(
+        offline_evaluation=ope,
         on_error=on_error,
         seed=int(seed if seed is not None else (cfg.seed if cfg.seed is not None else 0)),
         stats_name=f"offline_graph_stats_{uuid.uuid4().hex[:12]}",

@@ -26,8 +26,12 @@ def encode_episode(
     truncated: bool,
     episode_id: str,
     infos: Sequence[dict] | None = None,
+    action_logp: Sequence[float] | None = None,
 ) -> bytes:
-    """One finished episode -> the ``item`` bytes RLlib writes (``len(obs) == len(actions)+1``)."""
+    """One finished episode -> the ``item`` bytes RLlib writes (``len(obs) == len(actions)+1``);
+    ``action_logp``: the behaviour's log-probability of each action, stored where RLlib's
+    EnvRunners put it (``extra_model_outputs["action_logp"]``; read by off-policy evaluation)."""
+    extra = None if action_logp is None else {"action_logp": [float(v) for v in action_logp]}
     episode = SingleAgentEpisode(
         id_=episode_id,
         observations=list(observations),
@@ -36,6 +40,7 @@ def encode_episode(
         rewards=[float(r) for r in rewards],
         terminated=terminated,
         truncated=truncated,
+        extra_model_outputs=extra,
         len_lookback_buffer=0,
     )
     return msgpack.packb(episode.get_state(), default=mnp.encode)

@@ -47,6 +47,10 @@ class GraphSettings:
     """Value-based training (IQL, CQL): consecutive steps per value run, each shipped with the
     graph after it (:mod:`offline_graph.data.value_runs`); 0: not value-based."""
 
+    offline_evaluation: dict = field(default_factory=dict)
+    """Off-policy evaluation in RLlib's offline evaluation (:mod:`offline_graph.rllib.ope_runner`):
+    ``{"method": "fqe" | "wis" | "pdis" | "dr", **estimate_value keywords}``; empty: none."""
+
     def as_dict(self) -> dict[str, Any]:
         """The settings as a plain dict (stored in ``learner_config_dict``)."""
         return asdict(self)

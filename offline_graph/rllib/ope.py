@@ -1,0 +1,212 @@
+"""``estimate_value``: the expected return of a module's policy from logged episodes, without
+a simulator (off-policy evaluation).
+
+Methods (the estimator maths is :mod:`offline_graph.data.ope`):
+
+- ``"wis"``: per-episode weighted importance sampling;
+- ``"pdis"``: per-decision weighted importance sampling (running product of the ratios);
+- ``"fqe"``: fitted Q evaluation (:mod:`offline_graph.rllib.fqe`), the mean of
+  ``V(s_0) = E_{a ~ pi} Q(s_0, a)`` over the episodes' first observations;
+- ``"dr"``: weighted per-decision doubly robust with the FQE model.
+
+The target policy ``pi`` is the module's inference distribution (``explore=True``) or its
+greedy action (``explore=False``), read at the logged actions
+(:mod:`offline_graph.rllib.ope_policy`). The behaviour probabilities ``mu`` come from the
+logged ``action_logp`` (``behaviour="logged"``, RLlib EnvRunner episodes) or, when the logs
+carry none, from a policy cloned from the logged actions (``behaviour="bc"``).
+
+``gamma`` (default :data:`DEFAULT_GAMMA`) discounts; ``gamma=1.0`` estimates the undiscounted
+episode return. ``bootstrap_truncated`` (default: True when ``gamma < 1``, else False): FQE and
+DR value a truncated episode's final observation with the model (RLlib's convention for
+time limits that are not part of the task); False ends the return at the truncation, as the
+logged episodes (and an env run with the same time limit) do. The IS estimators always sum
+the logged rewards.
+
+The interval is a bootstrap over episodes (``n_boot`` resamples, 95%); for FQE it resamples
+the per-episode ``V(s_0)`` of one fitted model (the model's own fitting error is not in it).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import numpy as np
+
+from offline_graph.data import ope
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.logged import Logged, load_logged
+from offline_graph.data.reader import spec_from_spaces
+from offline_graph.data.columns import GraphColumns
+from offline_graph.rllib.fqe import FQESettings, fit_fqe
+from offline_graph.rllib.ope_policy import check_module, fit_behaviour, target_choices
+
+DEFAULT_GAMMA = 0.99
+"""``gamma`` when none is given (RLlib's default discount)."""
+Method = Literal["wis", "pdis", "fqe", "dr"]
+Behaviour = Literal["auto", "logged", "bc"]
+
+
+def estimate_value(
+    module: Any,
+    data: Any,
+    *,
+    method: Method,
+    gamma: float | None = None,
+    explore: bool = False,
+    n_boot: int = 200,
+    clip: float | None = None,
+    seed: int = 0,
+    behaviour: Behaviour = "auto",
+    bootstrap_truncated: bool | None = None,
+    epochs: int = 30,
+    batch_size: int = 256,
+    lr: float = 1e-3,
+    tau: float | None = None,
+    q_model: dict | None = None,
+    bc_epochs: int = 5,
+    torch_threads: int | None = 1,
+) -> dict[str, Any]:
+    """The estimated expected return of ``module``'s policy from the episodes of ``data``.
+
+    ``module``: an RLModule (module doc); ``data``: episode files / directories (local or
+    URIs), converted transition rows (files or a ``pyarrow.Table``) or ``Transitions``, whole
+    single-agent episodes. ``clip``: cap of each importance ratio (IS and DR). ``behaviour``:
+    "auto" (logged ``action_logp`` where every episode has it, else BC), "logged" or "bc".
+    FQE settings: ``epochs``, ``batch_size``, ``lr``, ``tau`` (None: target copied per epoch),
+    ``q_model`` (the Q network's GNN keys); ``bc_epochs`` for the cloned behaviour policy.
+    ``torch_threads`` (1): torch's intra-op threads meanwhile (restored after; None leaves
+    them): the graph batches are small, and more threads made the scatter ops slower.
+
+    Returns ``{"value", "ci_low", "ci_high", "method", "gamma", "episodes", "transitions",
+    "ess", "behaviour", "clipped", "warnings", "seconds", ...}`` (``ess`` / ``behaviour`` /
+    ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last epoch's TD loss).
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    if torch_threads is not None:
+        torch.set_num_threads(int(torch_threads))
+    try:
+        return _estimate(
+            module, data, method, gamma, explore, n_boot, clip, seed, behaviour, bootstrap_truncated,
+            FQESettings(epochs=epochs, batch_size=batch_size, lr=lr, tau=tau, model=q_model), bc_epochs,
+        )  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _estimate(
+    module: Any,
+    data: Any,
+    method: Method,
+    gamma: float | None,
+    explore: bool,
+    n_boot: int,
+    clip: float | None,
+    seed: int,
+    behaviour: Behaviour,
+    bootstrap_truncated: bool | None,
+    settings: FQESettings,
+    bc_epochs: int,
+) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    if method not in ope.METHODS:
+        raise ConfigError(
+            f"estimate_value: method must be one of {ope.METHODS} (found {method!r}). wis / pdis "
+            "weight the logged returns, fqe fits a Q model, dr combines both."
+        )
+    if behaviour not in ("auto", "logged", "bc"):
+        raise ConfigError(
+            f"estimate_value: behaviour must be 'auto', 'logged' or 'bc' (found {behaviour!r})."
+        )
+    gamma = DEFAULT_GAMMA if gamma is None else float(gamma)
+    if not 0.0 <= gamma <= 1.0:
+        raise ConfigError(f"estimate_value: gamma must be in [0, 1] (found {gamma!r}).")
+    check_module(module, "estimate_value")
+    spec = spec_from_spaces(module.observation_space, module.action_space)
+    logged = load_logged(data, spec)
+    trans, ptr = logged.trans, logged.ptr
+    bootstrap = gamma < 1.0 if bootstrap_truncated is None else bool(bootstrap_truncated)
+    out: dict[str, Any] = {
+        "method": method,
+        "gamma": gamma,
+        "explore": bool(explore),
+        "bootstrap_truncated": bootstrap if method in ("fqe", "dr") else None,
+        "episodes": logged.episodes,
+        "transitions": len(trans),
+        "ess": None,
+        "behaviour": None,
+        "clipped": None,
+        "warnings": [],
+    }
+    graphs = trans.obs
+    model = None
+    if method in ("fqe", "dr"):
+        if trans.final_obs is None:
+            raise ConfigError(
+                f"estimate_value: method {method!r} needs each episode's final observation (found "
+                "converted rows without final_* columns). Evaluate on episode files, or re-convert."
+            )
+        graphs = GraphColumns.concat([trans.obs, trans.final_obs])
+    pi = target_choices(module, graphs, explore)
+    if method in ("fqe", "dr"):
+        ends = trans.terminateds | (trans.truncateds & (not bootstrap))
+        fitted = fit_fqe(
+            graphs, ptr, trans.actions, trans.rewards, ends, pi, gamma,
+            module.observation_space, module.action_space, settings, seed,
+        )  # fmt: skip
+        out["fqe_loss"] = fitted.losses[-1] if fitted.losses else None
+        n = len(trans)
+        v_end = np.where(trans.truncateds[ptr[1:] - 1] & bootstrap, fitted.v[n:], 0.0)
+        model = (fitted.q, fitted.v[:n], v_end)
+        fqe_estimate = ope.mean_estimate(fitted.v[ptr[:-1]], n_boot, seed)
+        if method == "fqe":
+            out.update(fqe_estimate)
+        else:
+            out["fqe"] = fqe_estimate
+    if method != "fqe":
+        mu, out["behaviour"] = _behaviour(logged, behaviour, module, bc_epochs, settings, seed)
+        if out["behaviour"] == "bc":
+            out["warnings"].append(
+                "no logged action_logp: behaviour probabilities come from a policy cloned from "
+                "the logged actions (bc); IS / DR are only as good as that clone."
+            )
+        ratios, out["clipped"] = ope.step_ratios(pi.at(trans.actions), mu, clip)
+        res = ope.is_estimate(
+            method, trans.rewards, ratios, ptr, gamma, n_boot=n_boot, seed=seed, model=model
+        )
+        out.update(res)
+        out["warnings"] += ope.ess_warnings(res["ess"], logged.episodes)
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _behaviour(
+    logged: Logged,
+    behaviour: Behaviour,
+    module: Any,
+    epochs: int,
+    settings: FQESettings,
+    seed: int,
+) -> tuple[np.ndarray, str]:
+    """``(mu(a | s) per step, "logged" | "bc")``."""
+    if behaviour != "bc" and logged.behaviour_logp is not None:
+        return np.exp(logged.behaviour_logp), "logged"
+    if behaviour == "logged":
+        raise ConfigError(
+            "estimate_value: behaviour='logged' needs action_logp in every episode's "
+            "extra_model_outputs (found episodes without it). Use behaviour='auto' or 'bc'."
+        )
+    mu = fit_behaviour(
+        logged.trans.obs,
+        logged.trans.actions,
+        module.observation_space,
+        module.action_space,
+        model=settings.model,
+        epochs=epochs,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        seed=seed,
+    )
+    return mu, "bc"

@@ -1,0 +1,106 @@
+"""Off-policy evaluation in RLlib's offline evaluation API:
+``config.evaluation(offline_evaluation_interval=k, offline_evaluation_type="fqe" | "wis" |
+"pdis" | "dr")`` on a graph config.
+
+:func:`offline_graph.configure` (through :func:`offline_evaluation_settings`) stores the method
+in the config's offline_graph settings, sets ``offline_eval_runner_class`` to
+:class:`GraphOPERunner` and ``offline_evaluation_type`` to RLlib's ``"eval_loss"`` (the only
+value its validation knows besides ``"is"`` / ``"pdis"``; its runner group then builds our
+runner). RLlib's own ``"is"`` maps to ``"wis"`` and ``"pdis"`` to our weighted ``"pdis"``;
+``"eval_loss"`` stays RLlib's held-out loss.
+
+Every ``k`` training iterations the runner estimates the value of each module's current
+policy with :func:`offline_graph.estimate_value` on the held-out episodes
+(``configure(holdout=...)``; all input episodes when ``holdout`` is 0, with a warning), gamma
+the config's, and reports ``ope_value``, ``ope_ci_low``, ``ope_ci_high``, ``ope_ess``,
+``ope_episodes`` (and ``ope_fqe_loss`` for FQE / DR) per module under RLlib's
+``evaluation/offline_eval_runners/<module_id>/...`` result keys. ``configure(offline_evaluation=
+{...})`` passes other ``estimate_value`` keywords (``epochs``, ``n_boot``, ``clip``, ...).
+With ``num_offline_eval_runners`` 0 the runner is local; remote runners each estimate on
+all held-out episodes (the streaming split RLlib gives them is not read).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ray.rllib.offline.offline_evaluation_runner import OfflineEvaluationRunner
+
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.files import list_files
+from offline_graph.data.logged import Logged, held_out_episodes, load_logged
+from offline_graph.data.ope import METHODS
+from offline_graph.data.reader import spec_from_spaces
+from offline_graph.rllib.ope import estimate_value
+from offline_graph.rllib.settings import SETTINGS_KEY, read_settings
+
+logger = logging.getLogger(__name__)
+
+OPE_TYPES = {**{m: m for m in METHODS}, "is": "wis"}
+"""``offline_evaluation_type`` -> our method (RLlib's "is" is per-episode: our "wis")."""
+REPORTED = ("value", "ci_low", "ci_high", "ess", "clipped", "fqe_loss", "episodes", "transitions")
+
+
+def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
+    """The ``offline_evaluation`` settings of ``cfg`` (module doc; ``{}``: none of ours), and
+    ``cfg`` set up to run :class:`GraphOPERunner`."""
+    previous = dict((cfg.learner_config_dict or {}).get(SETTINGS_KEY, {}).get("offline_evaluation") or {})
+    kind = cfg.offline_evaluation_type
+    if cfg.offline_eval_runner_class is GraphOPERunner and previous:  # configured before
+        return {**previous, **(options or {})}
+    if not cfg.offline_evaluation_interval or kind not in OPE_TYPES:
+        return {}
+    if cfg.is_multi_agent:
+        raise ConfigError(
+            f"configure: evaluation(offline_evaluation_type={kind!r}) must be used on "
+            "single-agent configs (found a multi-agent config). Off-policy evaluation per module "
+            "of multi-agent data is not supported; use 'eval_loss'."
+        )
+    bad = set(options or {}) & {"method", "gamma", "data", "module"}
+    if bad:
+        raise ConfigError(
+            f"configure: offline_evaluation must not set {sorted(bad)} (found them). The method "
+            "is evaluation(offline_evaluation_type=...), gamma the config's."
+        )
+    cfg.evaluation(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
+    return {"method": OPE_TYPES[kind], **(options or {})}
+
+
+class GraphOPERunner(OfflineEvaluationRunner):
+    """RLlib's offline evaluation runner, estimating each module's value (module doc)."""
+
+    _logged: dict[str, Logged] | None = None
+
+    def _data(self, module_id: str, module: Any) -> Logged:
+        if self._logged is None:
+            self._logged = {}
+        if module_id not in self._logged:
+            settings = read_settings(self.config, "GraphOPERunner")
+            spec = spec_from_spaces(module.observation_space, module.action_space)
+            logged = load_logged(list_files(self.config.input_), spec, "offline evaluation")
+            if settings.holdout > 0:
+                logged = held_out_episodes(logged, settings.holdout, settings.holdout_seed)
+            else:
+                logger.warning(
+                    "offline evaluation: no held-out episodes (configure(holdout=0)); estimating "
+                    "on the training episodes (%d).",
+                    logged.episodes,
+                )
+            self._logged[module_id] = logged
+        return self._logged[module_id]
+
+    def run(self, explore: bool = False, train: bool = True, **kwargs: Any) -> Any:
+        options = dict(read_settings(self.config, "GraphOPERunner").offline_evaluation)
+        method = options.pop("method")
+        for mid in list(self.module.keys()):
+            module = self.module[mid].unwrapped()
+            res = estimate_value(
+                module, self._data(mid, module), method=method, gamma=float(self.config.gamma), **options
+            )
+            for key in REPORTED:
+                if res.get(key) is not None:
+                    self.metrics.log_value((mid, f"ope_{key}"), float(res[key]), window=1)
+            for warning in res["warnings"]:
+                logger.warning("offline evaluation of module %s: %s", mid, warning)
+        return self.metrics.reduce()

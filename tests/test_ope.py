@@ -1,0 +1,193 @@
+"""estimate_value on tiny logged episodes whose values are known exactly.
+
+Data: 2-step episodes of small random graphs, Discrete(2) actions drawn uniformly at random
+(logged action_logp = log 1/2), reward = the action (1 or 0), terminated after step 2. The
+greedy target "always 1" has value 1 + gamma; the uniform target has the behaviour's value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
+
+from offline_graph import estimate_value
+from offline_graph.data.errors import ConfigError
+from offline_graph.data.space_text import graph_space
+from offline_graph.data.spaces import NodeAction
+from offline_graph.rllib.episodes import encode_episode
+from offline_graph.rllib.gnn_module import GNNModule
+from tests.helpers import make_graph, write_episode_file
+
+GAMMA = 0.5
+SPACE = graph_space(2, None)
+
+
+class FixedLogits(TorchRLModule):
+    """A policy with the same logits ``model_config["logits"]`` on every graph."""
+
+    def setup(self) -> None:
+        self.logits = torch.nn.Parameter(torch.tensor(self.model_config["logits"], dtype=torch.float32))
+
+    def _forward(self, batch: dict, **kwargs) -> dict:
+        num_graphs = batch[Columns.OBS]["ptr"].numel() - 1
+        return {Columns.ACTION_DIST_INPUTS: self.logits.expand(num_graphs, -1)}
+
+
+def fixed(logits: list[float]) -> FixedLogits:
+    spec = RLModuleSpec(
+        module_class=FixedLogits,
+        observation_space=SPACE,
+        action_space=gym.spaces.Discrete(2),
+        model_config={"logits": logits},
+    )
+    return spec.build()  # type: ignore[return-value]
+
+
+def logged_episodes(path, episodes: int = 48, logp: bool = True, seed: int = 0) -> tuple[str, np.ndarray]:
+    """An episode file of the module doc's data; returns (path, the logged returns at GAMMA)."""
+    rng = np.random.default_rng(seed)
+    items, returns = [], []
+    for i in range(episodes):
+        obs = [
+            make_graph(int(rng.integers(2, 5)), 2, F=2, D=None, seed=seed * 1000 + 3 * i + j)
+            for j in range(3)
+        ]
+        acts = rng.integers(0, 2, size=2)
+        rews = acts.astype(float)
+        items.append(
+            encode_episode(
+                obs,
+                acts.tolist(),
+                rews.tolist(),
+                terminated=True,
+                truncated=False,
+                episode_id=f"e{i}",
+                action_logp=[math.log(0.5)] * 2 if logp else None,
+            )
+        )
+        returns.append(rews[0] + GAMMA * rews[1])
+    return write_episode_file(path, items), np.array(returns)
+
+
+def actions_per_episode(path: str) -> np.ndarray:
+    from offline_graph.data.logged import load_logged
+    from offline_graph.data.reader import spec_from_spaces
+
+    logged = load_logged(path, spec_from_spaces(SPACE, gym.spaces.Discrete(2)))
+    return np.add.reduceat(logged.trans.actions, logged.ptr[:-1]).astype(float)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> tuple[str, np.ndarray]:
+    return logged_episodes(tmp_path_factory.mktemp("ope") / "logs.parquet")
+
+
+@pytest.mark.parametrize("method", ["wis", "pdis"])
+def test_target_equal_to_behaviour_gives_the_logged_mean_return(data, method) -> None:
+    path, returns = data
+    out = estimate_value(fixed([0.0, 0.0]), [path], method=method, gamma=GAMMA, explore=True, n_boot=50)
+    assert out["value"] == pytest.approx(returns.mean(), abs=1e-12)
+    assert out["behaviour"] == "logged" and out["ess"] == pytest.approx(48.0)
+    assert out["episodes"] == 48 and out["transitions"] == 96 and out["clipped"] == 0.0
+    assert out["ci_low"] <= out["value"] <= out["ci_high"] and not out["warnings"]
+    # gamma 1: the undiscounted return, the mean number of 1-actions
+    undiscounted = estimate_value(fixed([0.0, 0.0]), path, method=method, gamma=1.0, explore=True, n_boot=0)
+    assert undiscounted["value"] == pytest.approx(actions_per_episode(path).mean(), abs=1e-12)
+
+
+@pytest.mark.parametrize("method", ["wis", "pdis"])
+def test_deterministic_target_exact_value(data, method) -> None:
+    path, _ = data
+    # greedy "always 1": only episodes with both actions 1 keep weight; each returns 1 + gamma
+    out = estimate_value(fixed([0.0, 1.0]), path, method=method, gamma=GAMMA, n_boot=20)
+    assert out["value"] == pytest.approx(1 + GAMMA, abs=1e-12)
+    assert out["ess"] < 48
+
+
+def test_bc_behaviour_when_logs_have_no_logp(tmp_path) -> None:
+    path, _ = logged_episodes(tmp_path / "nologp.parquet", episodes=24, logp=False, seed=1)
+    module = fixed([0.0, 1.0])
+    out = estimate_value(
+        module, path, method="wis", gamma=GAMMA, n_boot=10, bc_epochs=1, q_model={"hidden": 8}
+    )
+    assert out["behaviour"] == "bc" and any("action_logp" in w for w in out["warnings"])
+    assert out["value"] == pytest.approx(1 + GAMMA, abs=1e-9)  # weighted: any mu > 0 gives it
+    with pytest.raises(ConfigError, match="behaviour='logged'"):
+        estimate_value(module, path, method="wis", behaviour="logged", n_boot=0)
+
+
+def test_fqe_and_dr_close_to_the_true_value(data) -> None:
+    path, _ = data
+    kw = dict(gamma=GAMMA, n_boot=20, epochs=40, batch_size=16, lr=1e-2, q_model={"hidden": 16, "layers": 1})
+    fqe = estimate_value(fixed([0.0, 1.0]), path, method="fqe", **kw)
+    assert fqe["value"] == pytest.approx(1 + GAMMA, abs=0.15)
+    assert fqe["ess"] is None and fqe["fqe_loss"] < 0.05
+    dr = estimate_value(fixed([0.0, 1.0]), path, method="dr", **kw)
+    assert dr["value"] == pytest.approx(1 + GAMMA, abs=0.1)
+
+
+def test_node_action_target_probabilities_and_fqe_shapes(tmp_path) -> None:
+    from offline_graph.data.logged import load_logged
+    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.rllib.ope_policy import target_choices
+
+    space = graph_space(2, None)
+    spec = RLModuleSpec(module_class=GNNModule, observation_space=space, action_space=NodeAction(8))
+    module = spec.build()
+    rng = np.random.default_rng(0)
+    items = []
+    for i in range(6):
+        obs = [make_graph(n, 2, F=2, D=None, seed=10 * i + n) for n in (3, 5, 2)]
+        acts = [int(rng.integers(0, len(o["x"]))) for o in obs[:2]]
+        items.append(
+            encode_episode(obs, acts, [1.0, 0.0], terminated=False, truncated=True, episode_id=f"n{i}")
+        )
+    path = write_episode_file(tmp_path / "node.parquet", items)
+    logged = load_logged(path, spec_from_spaces(space, NodeAction(8)))
+    pi = target_choices(module, logged.trans.obs, explore=True)
+    sums = np.add.reduceat(pi.probs, pi.ptr[:-1])
+    np.testing.assert_allclose(sums, 1.0, atol=1e-6)
+    assert np.array_equal(np.diff(pi.ptr), logged.trans.obs.num_nodes)
+    greedy = target_choices(module, logged.trans.obs, explore=False)
+    assert set(np.unique(greedy.probs)) <= {0.0, 1.0} and greedy.probs.sum() == len(logged.trans)
+    out = estimate_value(module, path, method="dr", gamma=0.9, n_boot=5, epochs=1, bc_epochs=1)
+    assert np.isfinite(out["value"]) and out["behaviour"] == "bc"
+
+
+def test_bad_arguments(data) -> None:
+    path, _ = data
+    with pytest.raises(ConfigError, match="method must be one of"):
+        estimate_value(fixed([0.0, 0.0]), path, method="is")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="gamma must be in"):
+        estimate_value(fixed([0.0, 0.0]), path, method="wis", gamma=1.5)
+
+
+def test_cli_evaluate_data_prints_the_estimate(data, tmp_path) -> None:
+    from offline_graph.rllib.checkpoints import MODULE_SUBDIR
+    from tests.helpers import run_cli
+
+    path, _ = data
+    spec = RLModuleSpec(module_class=GNNModule, observation_space=SPACE, action_space=gym.spaces.Discrete(2))
+    module = spec.build()
+    module.save_to_path(str(tmp_path / "ckpt" / MODULE_SUBDIR / "default_policy"))
+    expected = estimate_value(module, path, method="pdis", gamma=1.0, n_boot=200, seed=7)
+    out = tmp_path / "res.json"
+    proc = run_cli(
+        "evaluate", "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "pdis",
+        "--gamma", "1.0", "--seed", "7", "--output", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"pdis estimate {expected['value']:.3f} [{expected['ci_low']:.3f}, {expected['ci_high']:.3f}]"
+        in proc.stdout
+    )
+    assert "48 episodes, 96 transitions" in proc.stdout and "behaviour logged" in proc.stdout
+    bad = run_cli("evaluate", "--policy", "random", "--data", path)
+    assert bad.returncode == 2 and "--data must come with --checkpoint" in bad.stderr

@@ -1,0 +1,67 @@
+"""The pure OPE estimators (offline_graph.data.ope) on tiny episodes computed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from offline_graph.data import ope
+from offline_graph.data.errors import ConfigError
+
+# Two episodes, gamma 0.5: episode 0 rewards [1, 2] ratios [2, 0.5]; episode 1 reward [3] ratio [0.5].
+REWARDS = np.array([1.0, 2.0, 3.0])
+RATIOS = np.array([2.0, 0.5, 0.5])
+PTR = np.array([0, 2, 3])
+GAMMA = 0.5
+
+
+def test_wis_by_hand() -> None:
+    # W = [2 * 0.5, 0.5] = [1, 0.5]; G = [1 + 0.5 * 2, 3] = [2, 3]; (1*2 + 0.5*3) / 1.5
+    assert ope.wis(REWARDS, RATIOS, PTR, GAMMA) == pytest.approx(3.5 / 1.5)
+
+
+def test_pdis_by_hand_with_absorbing_ended_episode() -> None:
+    # w: ep0 [2, 1], ep1 [0.5]; S_0 = 2.5, S_1 = 1 + 0.5 (episode 1 ended, keeps its weight)
+    expected = (2 / 2.5) * 1 + GAMMA * (1 / 1.5) * 2 + (0.5 / 2.5) * 3
+    assert ope.pdis(REWARDS, RATIOS, PTR, GAMMA) == pytest.approx(expected)
+
+
+def test_ratios_one_give_the_mean_discounted_return_exactly() -> None:
+    ones = np.ones(3)
+    assert ope.wis(REWARDS, ones, PTR, GAMMA) == 2.5  # (2 + 3) / 2
+    assert ope.pdis(REWARDS, ones, PTR, GAMMA) == 2.5
+    assert ope.wis(REWARDS, ones, PTR, 1.0) == 3.0  # (3 + 3) / 2
+
+
+def test_dr_by_hand_with_truncated_tail() -> None:
+    q = np.array([1.5, 2.0, 3.0])
+    v = np.array([1.0, 2.0, 2.0])
+    v_end = np.array([0.0, 4.0])  # episode 1 truncated: bootstraps V(final obs) = 4
+    # wn: ep0 [0.8, 2/3], ep1 [0.2]; previous weights: ep0 [1/2, 0.8], ep1 [1/2]
+    expected = (0.8 * (1 - 1.5) + 0.5 * 1.0) + GAMMA * (2 / 3 * 0 + 0.8 * 2.0) + (0.2 * 0 + 0.5 * 2.0)
+    expected += GAMMA * 0.2 * 4.0
+    assert ope.dr(REWARDS, RATIOS, PTR, GAMMA, q, v, v_end) == pytest.approx(expected)
+    assert expected == pytest.approx(2.3)
+
+
+def test_ess_clip_and_zero_ratios() -> None:
+    assert ope.ess(ope.episode_weights(RATIOS, PTR)) == pytest.approx(1.5**2 / 1.25)
+    ratios, share = ope.step_ratios(np.array([1.0, 0.5]), np.array([0.25, 0.5]), clip=2.0)
+    np.testing.assert_allclose(ratios, [2.0, 1.0])
+    assert share == 0.5
+    np.testing.assert_allclose(ope.cumulative_weights(np.array([2.0, 0.0, 3.0]), np.array([0, 3])), [2, 0, 0])
+    with pytest.raises(ConfigError, match="behaviour probability"):
+        ope.step_ratios(np.array([1.0]), np.array([0.0]))
+
+
+def test_bootstrap_interval_and_estimate_dict() -> None:
+    out = ope.is_estimate("wis", REWARDS, np.ones(3), PTR, GAMMA, n_boot=50, seed=1)
+    # resamples of the episode returns {2, 3}: every mean lies in [2, 3]
+    assert out["value"] == 2.5 and 2.0 <= out["ci_low"] <= 2.5 <= out["ci_high"] <= 3.0
+    assert out["ess"] == 2.0
+    model = (np.zeros(3), np.zeros(3), np.zeros(2))
+    dr_out = ope.is_estimate("dr", REWARDS, np.ones(3), PTR, GAMMA, n_boot=20, model=model)
+    assert dr_out["value"] == pytest.approx(2.5)  # a zero model: DR is PDIS
+    flat = ope.mean_estimate(np.array([1.0, 1.0, 1.0]), n_boot=10)
+    assert flat == {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}
+    assert ope.ess_warnings(1.0, 20) and not ope.ess_warnings(5.0, 20)
