@@ -87,12 +87,15 @@ def _num(value: Any) -> float | None:
         return None
 
 
-def iteration_record(result: dict, seconds: float, iteration: int) -> dict[str, Any]:
-    """The numbers of one ``algo.train()`` result that the run prints and stores."""
+def iteration_record(
+    result: dict, seconds: float, iteration: int, module_id: str | None = None
+) -> dict[str, Any]:
+    """The numbers of one ``algo.train()`` result that the run prints and stores (the losses
+    of ``module_id``, default RLlib's single module)."""
     from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
 
     learners = result.get("learners", {})
-    mod = learners.get(DEFAULT_MODULE_ID, {})
+    mod = learners.get(module_id or DEFAULT_MODULE_ID, {})
     allm = learners.get(ALL_MODULES, {})
     steps = _num(allm.get("num_env_steps_trained"))
     rec = {
