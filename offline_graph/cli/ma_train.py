@@ -26,6 +26,12 @@ the data report). With an env (``--env`` or the one recorded) every module plays
 seeds (:func:`offline_graph.rllib.ma_evaluation.evaluate_multi_agent_module`); the normalized
 score per module is ``100 * (module - random) / (expert - random)``.
 
+``--eval-interval K`` adds RLlib's own evaluation every K iterations (on
+:class:`~offline_graph.rllib.ma_env_runner.GraphMultiAgentEnvRunner`); each module's
+``module_episode_returns_mean`` goes into its history as ``eval_return``. Note RLlib's unit:
+per episode the *sum* over the module's agents (Team-v0 has 1-2 agents per module), where
+``evaluate_multi_agent_module`` averages per agent-episode.
+
 Not for multi-agent data: --algo iql / cql, --frame-stack / --memory, --resume /
 --checkpoint-every, --holdout (no offline metrics without an env).
 """
@@ -50,6 +56,9 @@ from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.files import FileScan
 
+MODULE_RETURNS = "module_episode_returns_mean"
+"""RLlib's per-module evaluation return (``result["evaluation"]["env_runners"][...]``): per
+episode, the sum of the returns of the module's agents, averaged over episodes."""
 DEFAULT_MODULE = "default_policy"
 """The module of agents recorded without a module id when no mapping is given (RLlib's)."""
 
@@ -68,7 +77,7 @@ def check_flags(cfg: Config) -> None:
         return bad_value("train", cfg, name, expected, hint)
 
     if not cfg.multi_agent:
-        for name in ("policy_mapping", "modules", "train_modules", "module_spaces"):
+        for name in ("policy_mapping", "modules", "train_modules", "module_spaces", "eval_interval"):
             if getattr(cfg, name):
                 raise bad(name, "unset without --multi-agent", "It applies to multi-agent data.")
         return
@@ -248,6 +257,12 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
             agent_spaces=plan.agent_spaces,
             policy_mapping_fn=mapping,
         )
+        if cfg.eval_interval and env_name and cfg.eval_episodes:
+            config.environment(env=env_name, env_config=env_config).evaluation(
+                evaluation_interval=cfg.eval_interval,
+                evaluation_duration=cfg.eval_episodes,
+                evaluation_duration_unit="episodes",
+            )
         config = configure(dataclasses.replace(cfg, holdout=0.0), config)
         t0 = time.perf_counter()
         algo = config.build_algo()
@@ -258,11 +273,15 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
             t = time.perf_counter()
             result = algo.train()
             seconds = time.perf_counter() - t
+            returns = result.get("evaluation", {}).get("env_runners", {}).get(MODULE_RETURNS, {})
             for m in plan.trained:
                 history[m].append(iteration_record(result, seconds, it, m))
+                history[m][-1]["eval_return"] = float(returns[m]) if m in returns else None
             steps = history[plan.trained[0]][-1]["env_steps_trained"] or 0
             losses = " ".join(f"{fmt(history[m][-1]['policy_loss']):>14}" for m in plan.trained)
-            print(f"{it:>5} {losses} {steps:>7} {seconds:>7.2f}", flush=True)
+            evals = "  ".join(f"{m} {float(v):.2f}" for m, v in sorted(returns.items()))
+            evals = f"  eval: {evals}" if evals else ""
+            print(f"{it:>5} {losses} {steps:>7} {seconds:>7.2f}{evals}", flush=True)
         storage.makedirs(cfg.checkpoint)
         ckpt = str(algo.save_to_path(storage.absolute(cfg.checkpoint)))
         modules = {m: algo.get_module(m) for m in plan.spaces}

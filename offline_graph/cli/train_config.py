@@ -139,6 +139,11 @@ class Config:
     data's agents map to)."""
     train_modules: list[str] | None = None
     """With --multi-agent: the module ids to train (RLlib's policies_to_train; default: all)."""
+    eval_interval: int = field(default=0, metadata=bounded(0, hint="0 evaluates only at the end."))
+    """With --multi-agent and an env: RLlib's own evaluation every K iterations
+    (config.evaluation(evaluation_interval=K), --eval-episodes greedy episodes on
+    GraphMultiAgentEnvRunner); each module's return per evaluated iteration goes into the
+    history (eval_return) and the curve."""
     module_spaces: dict = field(default_factory=dict)
     """With --multi-agent: per-module spaces as a JSON object {module_id: {"observation_space":
     text, "action_space": text}} (default: from the spaces of the agents mapped to it)."""

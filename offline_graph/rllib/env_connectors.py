@@ -118,16 +118,26 @@ class GraphObservationsToDicts(ConnectorV2):
         shared_data: dict | None = None,
         **kwargs: Any,
     ) -> Any:
-        action_space = self.input_action_space or getattr(rl_module, "action_space", None)
-        key = self.mask_key if selection_level(action_space) is not None else None
-        space = self.input_observation_space or getattr(rl_module, "observation_space", None)
+        action_spaces = self.input_action_space or getattr(rl_module, "action_space", None)
+        spaces = self.input_observation_space or getattr(rl_module, "observation_space", None)
         for episode in self.single_agent_episode_iterator(episodes):
+            space = agent_space(spaces, episode)
+            level = selection_level(agent_space(action_spaces, episode))
             obs = episode.get_observations(-1)
             infos = episode.get_infos(-1)
-            new = as_graph_dict(obs, infos, _edge_dim(space, obs), key)
+            new = as_graph_dict(obs, infos, _edge_dim(space, obs), self.mask_key if level else None)
             if new is not obs:
                 episode.set_observations(at_indices=-1, new_data=new)
         return batch
+
+
+def agent_space(space: Any, episode: Any) -> Any:
+    """The space of ``episode``'s agent in a multi-agent ``Dict`` keyed by agent id (the
+    EnvRunner's input spaces); any other space as it is."""
+    aid = getattr(episode, "agent_id", None)
+    if isinstance(space, gym.spaces.Dict) and aid is not None and aid in space.spaces:
+        return space[aid]
+    return space
 
 
 def graph_batch(
@@ -172,6 +182,7 @@ class BatchGraphObservations(BatchIndividualItems):
         **kwargs: Any,
     ) -> Any:
         obs = batch.pop(Columns.OBS, None)
+        per_module = _pop_module_obs(rl_module, batch) if getattr(self, "_multi_agent", False) else {}
         batch = super().__call__(
             rl_module=rl_module,
             batch=batch,
@@ -180,6 +191,11 @@ class BatchGraphObservations(BatchIndividualItems):
             shared_data=shared_data,
             **kwargs,
         )
+        for mid, graphs in per_module.items():
+            module = rl_module[mid]
+            edge_dim = _edge_dim(getattr(module, "observation_space", None), graphs[0] if graphs else None)
+            level = selection_level(getattr(module, "action_space", None))
+            batch[mid][Columns.OBS] = graph_batch(graphs, edge_dim, level)
         if obs is None:
             return batch
         graphs, order = graphs_in_order(obs)
@@ -190,6 +206,17 @@ class BatchGraphObservations(BatchIndividualItems):
         edge_dim = _edge_dim(space, graphs[0] if graphs else None)
         batch[Columns.OBS] = graph_batch(graphs, edge_dim, selection_level(action_space))
         return batch
+
+
+def _pop_module_obs(rl_module: Any, batch: dict[str, Any]) -> dict[str, list[GraphDict]]:
+    """Multi-agent batches (after RLlib's ``AgentToModuleMapping``, ``{module_id: {column:
+    [item, ...]}}``): each module's ``obs`` list, taken out (batched per module's spaces)."""
+    out = {}
+    modules = set(rl_module.keys()) if hasattr(rl_module, "keys") else set()
+    for mid, columns in batch.items():
+        if mid in modules and isinstance(columns, dict) and isinstance(columns.get(Columns.OBS), list):
+            out[mid] = columns.pop(Columns.OBS)
+    return out
 
 
 class TrimChoiceOutputs(ConnectorV2):
