@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from offline_graph.cli import evaluate, ma_train, record, train
@@ -74,6 +75,12 @@ def one_module(agent_id, episode=None, **kw) -> str:
 
 @pytest.mark.slow
 def test_train_then_evaluate_per_module(ray_session, team_data, tmp_path, capsys):
+    """Also RLlib's own evaluation during training (--eval-interval 1, GraphMultiAgentEnvRunner):
+    its per-module return (per episode the sum over the module's agents) agrees within noise
+    with the same modules played by evaluate_multi_agent_module on other seeded episodes."""
+    from offline_graph.env.team import TeamEnv
+    from offline_graph.rllib.ma_evaluation import env_mapping, evaluate_multi_agent_module, restore_modules
+
     ckpt = tmp_path / "run"
     args = ["--multi-agent", "--algo", "marwil", "--data", team_data, "--checkpoint", str(ckpt)]
     args += [
@@ -84,9 +91,9 @@ def test_train_then_evaluate_per_module(ray_session, team_data, tmp_path, capsys
         "--batch-size",
         "32",
         "--eval-episodes",
-        "4",
+        "30",
     ]
-    assert train.main([*args, "--layers", "1", "--hidden", "16"]) == 0
+    assert train.main([*args, "--layers", "1", "--hidden", "16", "--eval-interval", "1"]) == 0
     printed = capsys.readouterr().out
     summary = json.loads((ckpt / "summary.json").read_text())
     assert summary["config"]["multi_agent"] is True and summary["data"]["env"] == ENV
@@ -100,17 +107,26 @@ def test_train_then_evaluate_per_module(ray_session, team_data, tmp_path, capsys
         )
         assert [h["iteration"] for h in entry["history"]] == [1, 2]
         assert all(h["policy_loss"] is not None and h["vf_loss"] is not None for h in entry["history"])
+        assert all(h["eval_return"] is not None for h in entry["history"])
         assert (Path(entry["module_dir"]) / "module_state.pkl").exists()
         ev = entry["evaluation"]
-        assert (
-            ev["expert_return"] == 10.0
-            and ev["agent_episodes"] >= 4
-            and entry["normalized_score"] == ev["normalized"]
-        )
+        assert ev["expert_return"] == 10.0 and ev["agent_episodes"] >= 30
+        assert entry["normalized_score"] == ev["normalized"]
         assert f"module {mid}: mean return {ev['mean_return']:.2f}" in printed
 
+    modules, env = restore_modules(str(ckpt)), TeamEnv()
+    sums: dict[str, list[float]] = {"color": [], "pick": []}
+    for seed in range(40):  # per episode, each module's sum over its agents (RLlib's unit)
+        one = evaluate_multi_agent_module(modules, env, 1, seed, env_mapping(env), baselines=False)
+        for mid, m in one["per_module"].items():
+            sums[mid].append(m["mean_return"] * m["agent_episodes"])
+    for mid, xs in sums.items():
+        ours, spread = float(np.mean(xs)), float(np.std(xs, ddof=1))
+        rllib = summary["modules"][mid]["history"][-1]["eval_return"]
+        assert abs(rllib - ours) <= 4 * spread * np.sqrt(1 / 30 + 1 / 40) + 1e-9, (mid, rllib, ours, spread)
+
     out = tmp_path / "eval.json"
-    assert evaluate.main(["--checkpoint", str(ckpt), "--episodes", "4", "--output", str(out)]) == 0
+    assert evaluate.main(["--checkpoint", str(ckpt), "--episodes", "30", "--output", str(out)]) == 0
     res = json.loads(out.read_text())
     assert res["modules"] == ["color", "pick"]
     for mid in ("color", "pick"):  # same seeds, same mapping, restored weights: equal returns

@@ -258,6 +258,12 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
             policy_mapping_fn=mapping,
         )
         if cfg.eval_interval and env_name and cfg.eval_episodes:
+            if mapping is None:  # RLlib's runner maps agents as the recording did
+                probe = ma.make_multi_agent_env(env_name, env_config)
+                recorded = ma.env_mapping(probe)
+                probe.close()
+                if recorded is not None:
+                    config.multi_agent(policy_mapping_fn=recorded)
             config.environment(env=env_name, env_config=env_config).evaluation(
                 evaluation_interval=cfg.eval_interval,
                 evaluation_duration=cfg.eval_episodes,
