@@ -10,16 +10,21 @@ pipeline in place into::
                                GraphInstance) becomes our graph dict, with the action mask
                                from the step's info; written back into the episode
     [user pieces]              see graph dicts
-    AddObservationsFromEpisodesToBatch, AddTimeDim..., AddStates...   (RLlib's, unchanged)
+    AddObservationsFromEpisodesToBatch, AddStates...   (RLlib's, unchanged; RLlib's
+                               AddTimeDimToBatchAndZeroPad is taken out: memory modules act
+                               in the step layout, see :mod:`offline_graph.rllib.env_states`)
     BatchGraphObservations     instead of BatchIndividualItems: one PyG batch of all
                                observations (the learner's layout, see
-                               :mod:`offline_graph.data.collate`), other columns as before
+                               :mod:`offline_graph.data.collate`), memory modules' STATE_IN
+                               batched by :func:`~offline_graph.rllib.env_states.batch_states`,
+                               other columns as before
     NumpyToTensor              (RLlib's, unchanged)
 
 The module-to-env side needs no change to work: the module's ``ACTION_DIST_INPUTS`` are
 ``[B, M]`` (batch first) and ``GetActions`` samples them through the module's distribution
-class (greedy with ``explore=False``). :func:`graph_module_to_env` adds one piece,
-:class:`TrimChoiceOutputs`, so node / edge selection episodes store each step's
+class (greedy with ``explore=False``). :func:`graph_module_to_env` adds
+:class:`~offline_graph.rllib.env_states.SplitNodeStates` (each episode's own ``node_gru``
+state) and :class:`TrimChoiceOutputs`, so node / edge selection episodes store each step's
 distribution inputs unpadded (its own graph's ``N`` / ``E`` entries, not the batch's ``M``).
 """
 
@@ -29,6 +34,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from ray.rllib.connectors.common.add_time_dim_to_batch_and_zero_pad import AddTimeDimToBatchAndZeroPad
 from ray.rllib.connectors.common.batch_individual_items import BatchIndividualItems
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.connectors.connector_v2 import ConnectorV2
@@ -44,6 +50,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict, graph_to_dict, space_sizes
 from offline_graph.data.spaces import selection_level
 from offline_graph.env.making import DEFAULT_MASK_KEY
+from offline_graph.rllib.env_states import NODE_COUNTS, SplitNodeStates, batch_states, states_in_order
 
 
 def _edge_dim(space: Any, sample: Any = None) -> int | None:
@@ -182,6 +189,7 @@ class BatchGraphObservations(BatchIndividualItems):
         **kwargs: Any,
     ) -> Any:
         obs = batch.pop(Columns.OBS, None)
+        states = batch.pop(Columns.STATE_IN, None) if obs is not None else None
         per_module = _pop_module_obs(rl_module, batch) if getattr(self, "_multi_agent", False) else {}
         batch = super().__call__(
             rl_module=rl_module,
@@ -205,6 +213,11 @@ class BatchGraphObservations(BatchIndividualItems):
         action_space = self.input_action_space or getattr(rl_module, "action_space", None)
         edge_dim = _edge_dim(space, graphs[0] if graphs else None)
         batch[Columns.OBS] = graph_batch(graphs, edge_dim, selection_level(action_space))
+        if states is not None:  # memory modules (offline_graph.rllib.env_states)
+            counts = [int(np.shape(g["x"])[0]) for g in graphs]
+            batch[Columns.STATE_IN] = batch_states(states_in_order(states), counts)
+            if shared_data is not None:
+                shared_data[NODE_COUNTS] = counts
         return batch
 
 
@@ -258,6 +271,8 @@ def graph_env_to_module(pipeline: ConnectorPipelineV2, mask_key: str | None = DE
     ``BatchIndividualItems`` (defaults turned off) keeps its own batching."""
     if not any(isinstance(p, GraphObservationsToDicts) for p in pipeline.connectors):
         pipeline.prepend(GraphObservationsToDicts(mask_key=mask_key))
+    if any(type(p) is AddTimeDimToBatchAndZeroPad for p in pipeline.connectors):
+        pipeline.remove(AddTimeDimToBatchAndZeroPad)  # memory modules act in the step layout
     for piece in list(pipeline.connectors):
         if type(piece) is BatchIndividualItems:
             multi_agent = bool(getattr(piece, "_multi_agent", False))
@@ -271,6 +286,7 @@ def graph_module_to_env(pipeline: ConnectorPipelineV2) -> None:
     types = [type(p) for p in pipeline.connectors]
     if TrimChoiceOutputs in types or UnBatchToIndividualItems not in types:
         return
+    pipeline.insert_before(UnBatchToIndividualItems, SplitNodeStates())
     if NormalizeAndClipActions in types:
         pipeline.insert_before(NormalizeAndClipActions, TrimChoiceOutputs())
     else:
