@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from offline_graph.cli.arguments import bad_value
 from offline_graph.cli.train_config import Config, algo_config, configure
@@ -279,13 +280,16 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
             t = time.perf_counter()
             result = algo.train()
             seconds = time.perf_counter() - t
-            returns = result.get("evaluation", {}).get("env_runners", {}).get(MODULE_RETURNS, {})
+            evaluated = bool(cfg.eval_interval) and it % cfg.eval_interval == 0  # RLlib's rule
+            found = result.get("evaluation", {}).get("env_runners", {}).get(MODULE_RETURNS, {})
+            # RLlib repeats the last evaluation (or NaN) in the other iterations' results
+            returns = {m: float(v) for m, v in found.items() if evaluated and np.isfinite(v)}
             for m in plan.trained:
                 history[m].append(iteration_record(result, seconds, it, m))
-                history[m][-1]["eval_return"] = float(returns[m]) if m in returns else None
+                history[m][-1]["eval_return"] = returns.get(m)
             steps = history[plan.trained[0]][-1]["env_steps_trained"] or 0
             losses = " ".join(f"{fmt(history[m][-1]['policy_loss']):>14}" for m in plan.trained)
-            evals = "  ".join(f"{m} {float(v):.2f}" for m, v in sorted(returns.items()))
+            evals = "  ".join(f"{m} {v:.2f}" for m, v in sorted(returns.items()))
             evals = f"  eval: {evals}" if evals else ""
             print(f"{it:>5} {losses} {steps:>7} {seconds:>7.2f}{evals}", flush=True)
         storage.makedirs(cfg.checkpoint)
