@@ -32,7 +32,7 @@ torch)::
     evaluate_multi_agent_module      per-agent / per-module returns in a MultiAgentEnv
     encode_episode, graph_to_dict / dict_to_graph, collate / uncollate, FORMAT_VERSION
     OfflineGraphError and its subclasses ConfigError, DecodeError, SchemaError,
-    GraphValidationError, FormatVersionError
+    GraphValidationError, FormatVersionError, StorageError
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ _EXPORTS: dict[str, str] = {
     "SchemaError": "offline_graph.data.errors",
     "GraphValidationError": "offline_graph.data.errors",
     "FormatVersionError": "offline_graph.data.errors",
+    "StorageError": "offline_graph.data.errors",
 }
 """Public name -> the module it lives in."""
 
@@ -96,6 +97,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
         GraphValidationError,
         OfflineGraphError,
         SchemaError,
+        StorageError,
     )
     from offline_graph.data.format import FORMAT_VERSION
     from offline_graph.data.graph import dict_to_graph, graph_to_dict
@@ -169,4 +171,5 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "SchemaError",
     "GraphValidationError",
     "FormatVersionError",
+    "StorageError",
 ]

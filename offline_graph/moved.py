@@ -66,7 +66,7 @@ def _forward(old: str, targets: Sequence[str]) -> Any:
                 return getattr(module, name)
         raise AttributeError(
             f"{old}: {name!r} must be a name of {' or '.join(targets)} (found no such name). "
-            "The module moved; see the README's Architecture section."
+            "The module moved; see docs/architecture.md."
         )
 
     return __getattr__

@@ -1,6 +1,6 @@
 """The house: no import cycle among offline_graph's modules, and layers that only look down.
 
-Layer order (README "Architecture"), lowest first, as the data flows:
+Layer order (docs/architecture.md), lowest first, as the data flows:
 ``data`` (pure core) < ``env`` (envs, making and acting in them) < ``rllib`` (RLlib/Ray
 adapters) < ``jobs`` (record / convert / migrate jobs) < ``bench`` < ``cli``. Every import
 counts: module level, inside functions and under ``TYPE_CHECKING``.

@@ -9,11 +9,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import shutil
-import socket
-import subprocess
-import time
-import urllib.request
 
 import hypothesis  # noqa: F401  (see below)
 import pyarrow.fs as pafs
@@ -23,6 +18,7 @@ from offline_graph.data import storage
 from offline_graph.data.errors import FormatVersionError
 from offline_graph.data.files import list_files, scan_files
 from offline_graph.jobs.convert import ConvertEpisodes
+from tests.s3_faults import moto_server
 
 # hypothesis is imported up front: its pytest plugin imports it at the end of the session
 # otherwise, and on CPython 3.11.7 that late import (after Ray and torch ran in this process)
@@ -30,37 +26,13 @@ from offline_graph.jobs.convert import ConvertEpisodes
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "sample_data", "expert")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3_endpoint():
     """A moto S3 server on a free port (module-wide); its URL."""
-    exe = shutil.which("moto_server")
-    if exe is None:
-        pytest.skip("moto_server not installed (pip install 'moto[server]', in the dev extras)")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=1).close()
-                break
-            except Exception as err:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server must answer on {url} within 30 s (found {err})") from err
-                time.sleep(0.2)
+    with moto_server() as url:
+        if url is None:
+            pytest.skip("moto_server not installed (pip install 'moto[server]', in the dev extras)")
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 ENV = {

@@ -10,7 +10,7 @@ import offline_graph
 
 
 def test_every_public_name_resolves_to_its_home() -> None:
-    assert len(offline_graph.__all__) == len(set(offline_graph.__all__)) == 37
+    assert len(offline_graph.__all__) == len(set(offline_graph.__all__)) == 38
     assert set(offline_graph.__all__) == set(offline_graph._EXPORTS)
     for name in offline_graph.__all__:
         home = importlib.import_module(offline_graph._EXPORTS[name])
@@ -21,6 +21,7 @@ def test_every_public_name_resolves_to_its_home() -> None:
 
     assert offline_graph.ConfigError is ConfigError and offline_graph.GraphBC is GraphBC
     assert issubclass(offline_graph.ConfigError, offline_graph.OfflineGraphError)
+    assert issubclass(offline_graph.StorageError, offline_graph.OfflineGraphError)
 
 
 def test_unknown_name_is_an_attribute_error() -> None:

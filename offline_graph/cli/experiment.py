@@ -2,7 +2,7 @@
 
 Usage::
 
-    offline-graph experiment --output runs/experiment            # the README table (~10 min)
+    offline-graph experiment --output runs/experiment   # the table of docs/guides/training.md (~10 min)
     python -m offline_graph.cli.experiment --quick --output /tmp/quick   # a smoke run (~1-2 min)
 
 Rows (each trained with ``--seeds`` seeds ``0..S-1``; see :data:`ROWS`):

@@ -6,7 +6,8 @@ own exception); 1 an unexpected error (not one of ours: its traceback is kept, f
 line saying where to report it); 130 interrupted (Ctrl-C). None of our error kinds means "the
 job failed" rather than "the input is wrong" (the base class's contract is bad input or
 configuration, and so is each raise site: decode, schema, validation, format version,
-settings, duplicate ids, mixed spaces, a connector's batch), so 1 is left to errors that are not
+settings, duplicate ids, mixed spaces, a connector's batch, object storage that does not answer
+within the retry policy: the endpoint setting or the service), so 1 is left to errors that are not
 ours (a bug, a crashed Ray worker). ``--debug`` anywhere on the command
 line, or ``OFFLINE_GRAPH_DEBUG=1``, prints our errors' tracebacks too and leaves Ray Data's log
 lines as they are.

@@ -200,7 +200,7 @@ def run(cfg: Config) -> dict[str, Any]:
         t0 = time.perf_counter()
         algo = config.build_algo()
         if start:
-            algo.restore_from_path(storage.absolute(cfg.checkpoint))
+            algo.restore_from_path(**storage.target(cfg.checkpoint))
         build_s = time.perf_counter() - t0
         print(
             f"{'iter':>5} {'policy_loss':>12} {'vf_loss':>10} {'qf_loss':>10} {'steps':>7} {'sec':>7} "
@@ -223,8 +223,8 @@ def run(cfg: Config) -> dict[str, Any]:
                 save_progress(algo, cfg, it, history, ident)
 
         storage.makedirs(cfg.checkpoint)
-        # RLlib resolves a URI itself (pyarrow.fs.FileSystem.from_uri)
-        ckpt = str(algo.save_to_path(storage.absolute(cfg.checkpoint)))
+        algo.save_to_path(**storage.target(cfg.checkpoint))  # a URI: our retrying file system
+        ckpt = storage.absolute(cfg.checkpoint)
         module = algo.get_module()
         try:
             report: dict[str, Any] | None = data_report(config)

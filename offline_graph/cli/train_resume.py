@@ -46,7 +46,7 @@ def identity(cfg: Config, spaces: dict[str, str]) -> dict[str, Any]:
 def save_progress(algo: Any, cfg: Config, iteration: int, history: list[dict], ident: dict[str, Any]) -> None:
     """Checkpoint ``algo`` into ``cfg.checkpoint``, then record ``iteration`` as resumable."""
     storage.makedirs(cfg.checkpoint)
-    algo.save_to_path(storage.absolute(cfg.checkpoint))
+    algo.save_to_path(**storage.target(cfg.checkpoint))
     body = {"iteration": iteration, "identity": ident, "history": history}
     storage.write_bytes(storage.join(cfg.checkpoint, PROGRESS), json.dumps(body, default=str).encode())
 

@@ -40,6 +40,11 @@ class ConfigError(OfflineGraphError):
     """An RLlib / offline_graph setting is missing or conflicts with graph training."""
 
 
+class StorageError(OfflineGraphError):
+    """Object storage did not answer a request on a URI within the retry policy (endpoint
+    down or unreachable, credentials refused); see :mod:`offline_graph.data.storage`."""
+
+
 def where(
     file: str | None = None,
     row: int | None = None,

@@ -19,6 +19,7 @@ from offline_graph.data.errors import (
     FormatVersionError,
     OfflineGraphError,
     SchemaError,
+    StorageError,
     where,
 )
 from offline_graph.data import storage
@@ -66,7 +67,7 @@ def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> di
     """Metadata of one file after checking it opens, its format and its required columns;
     ``row_groups`` (a list) receives the footer's (rows, uncompressed bytes) per row group."""
     try:
-        with storage.open_input_file(path) as fh:
+        with storage.reaching(path), storage.open_input_file(path) as fh:
             parquet = pq.ParquetFile(fh)
             footer = parquet.metadata  # the footer must be complete
             schema = parquet.schema_arrow
@@ -75,6 +76,8 @@ def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> di
                 (footer.row_group(g).num_rows, footer.row_group(g).total_byte_size)
                 for g in range(footer.num_row_groups)
             )
+    except StorageError:
+        raise  # the storage failed, not the file: never counted as a rejected file
     except Exception as err:  # pyarrow raises several types for damaged files
         raise FormatVersionError(
             f"{where(file=path)}: file must be a complete Parquet file (found {type(err).__name__}: "
@@ -114,8 +117,8 @@ def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> Fil
             if not scan.metadata:
                 scan.metadata = meta
         except OfflineGraphError as err:
-            if on_error == "raise":
-                raise
+            if on_error == "raise" or isinstance(err, StorageError):
+                raise  # a storage failure is no property of the file: never skipped
             reason = err.reason or "unreadable_file"
             scan.rejected[reason] += 1
             scan.examples.setdefault(reason, str(err))

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from offline_graph.data import storage
-from offline_graph.data.errors import FormatVersionError, where
+from offline_graph.data.errors import FormatVersionError, StorageError, where
 
 FORMAT_VERSION = 1
 METADATA_KEY = b"offline_graph"
@@ -46,7 +46,8 @@ def write_episode_file(path: str, items: Sequence[bytes], **metadata: Any) -> No
     table = pa.table({"item": pa.array(list(items), pa.binary())})
     meta = make_metadata("episodes", **metadata)
     fs, inner = storage.resolve(path)
-    pq.write_table(table.replace_schema_metadata(meta), inner, compression="zstd", filesystem=fs)
+    with storage.reaching(path):
+        pq.write_table(table.replace_schema_metadata(meta), inner, compression="zstd", filesystem=fs)
 
 
 def parse_metadata(raw: dict[bytes, bytes] | None, file: str | None = None) -> dict[str, Any]:
@@ -84,8 +85,10 @@ def check_metadata(meta: dict[str, Any], file: str | None = None) -> None:
 def read_file_metadata(path: str) -> dict[str, Any]:
     """The checked offline_graph metadata of one Parquet file."""
     try:
-        with storage.open_input_file(path) as fh:
+        with storage.reaching(path), storage.open_input_file(path) as fh:
             schema = pq.read_schema(fh)
+    except StorageError:
+        raise
     except Exception as err:  # pyarrow raises several types for damaged files
         raise FormatVersionError(
             f"{where(file=path)}: file must be a readable Parquet file (found {err}). "

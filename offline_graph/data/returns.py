@@ -5,7 +5,7 @@ prelearner's never-synced value net; we use the recorded rewards of the whole ep
 ``G_t = r_t + gamma * G_{t+1}`` with ``G_T = 0`` at the end of every episode. At a *truncated*
 end we also bootstrap with 0 (the value net in a prelearner is stale, so a bootstrap from it
 would be noise); this under-estimates returns near truncation by at most
-``gamma**(T-t) * V(s_T)``, documented in the README.
+``gamma**(T-t) * V(s_T)``, documented in docs/guides/data-format.md.
 """
 
 from __future__ import annotations

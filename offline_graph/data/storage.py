@@ -7,17 +7,29 @@ standard environment variables, read by pyarrow itself (for S3: ``AWS_ACCESS_KEY
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``; pyarrow 26 honours
 ``AWS_ENDPOINT_URL`` in ``from_uri``). Locations this module returns keep the caller's form:
 a URI in, URIs out; a local path in, local paths out.
+
+Retries. Every S3 file system the project makes comes from :func:`s3_filesystem` (our reads
+and writes, Ray Data's ``write_parquet`` in ``convert``, RLlib's offline reads and its
+checkpoints): a request that fails with an error AWS marks retryable (503 SlowDown and other
+throttling, 5xx, a reset or refused connection, a timeout) is sent again, up to
+``OFFLINE_GRAPH_S3_MAX_ATTEMPTS`` attempts in all (default 6), with backoff set by
+``OFFLINE_GRAPH_S3_RETRY_MODE``: ``standard`` (default; AWS's standard mode, a random wait of up
+to 2^k s before retry k, at most 20 s) or ``fast`` (AWS's legacy mode: at once, then 25 ms x 2^k;
+for tests and nearby endpoints). The variables are read when a file system is made: set them before
+Ray starts so its workers get them. When the attempts run out, our functions raise
+:class:`~offline_graph.data.errors.StorageError` naming the URI.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow.fs as pafs
 
-from offline_graph.data.errors import ConfigError
+from offline_graph.data.errors import ConfigError, StorageError
 
 
 def is_uri(location: str) -> bool:
@@ -25,7 +37,95 @@ def is_uri(location: str) -> bool:
     return "://" in str(location) and not str(location).startswith("file://")
 
 
-_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")
+ATTEMPTS_ENV, MODE_ENV = "OFFLINE_GRAPH_S3_MAX_ATTEMPTS", "OFFLINE_GRAPH_S3_RETRY_MODE"
+DEFAULT_ATTEMPTS, DEFAULT_MODE = 6, "standard"
+_MODES = {"standard": pafs.AwsStandardS3RetryStrategy, "fast": pafs.AwsDefaultS3RetryStrategy}
+_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    ATTEMPTS_ENV,
+    MODE_ENV,
+)
+
+
+def retry_policy() -> tuple[str, int]:
+    """(backoff mode, attempts in all) from the environment (module docstring)."""
+    mode = os.environ.get(MODE_ENV) or DEFAULT_MODE
+    text = os.environ.get(ATTEMPTS_ENV) or str(DEFAULT_ATTEMPTS)
+    if mode not in _MODES or not text.isdigit() or int(text) < 1:
+        raise ConfigError(
+            f"storage: {MODE_ENV} must be one of {sorted(_MODES)} and {ATTEMPTS_ENV} an "
+            f"integer >= 1 (found {mode!r} and {text!r}). Unset them for the defaults "
+            f"({DEFAULT_MODE!r}, {DEFAULT_ATTEMPTS})."
+        )
+    return mode, int(text)
+
+
+class RetryingS3FileSystem(pafs.S3FileSystem):
+    """pyarrow's S3 file system with a retry strategy that survives pickling (pyarrow's own
+    pickles without it, so a Ray worker would get pyarrow's default: 3 attempts)."""
+
+    def __init__(self, retry: tuple[str, int], **options: Any) -> None:
+        mode, attempts = retry
+        # pyarrow 26 (measured at a proxy): AwsStandardS3RetryStrategy(n) sends n requests,
+        # AwsDefaultS3RetryStrategy(n) sends n + 1 (n counts its retries)
+        strategy = _MODES[mode](max_attempts=attempts if mode == "standard" else attempts - 1)
+        super().__init__(retry_strategy=strategy, **options)
+        self.retry = (mode, attempts)
+
+    def __reduce__(self) -> Any:
+        return _rebuild, (self.retry, super().__reduce__()[1][0])
+
+
+def _rebuild(retry: tuple[str, int], options: dict[str, Any]) -> RetryingS3FileSystem:
+    return RetryingS3FileSystem(retry, **options)
+
+
+def s3_filesystem(uri: str, retry: tuple[str, int] | None = None) -> RetryingS3FileSystem:
+    """The S3 file system of ``s3://bucket...`` (options from the URI and the environment,
+    as ``pyarrow.fs.FileSystem.from_uri`` reads them) with ``retry`` (default:
+    :func:`retry_policy`). The one place the project makes S3 file systems."""
+    options = pafs.FileSystem.from_uri(uri)[0].__reduce__()[1][0]
+    return RetryingS3FileSystem(retry or retry_policy(), **options)
+
+
+def filesystem(location: str) -> pafs.FileSystem:
+    """The (cached) file system of a local path or URI, for libraries that take one (Ray
+    Data's ``filesystem=``, RLlib's ``input_filesystem`` and checkpoint ``filesystem``)."""
+    return resolve(location)[0]
+
+
+def target(location: str) -> dict[str, Any]:
+    """``path=`` and ``filesystem=`` for a library call taking both (RLlib's ``save_to_path``,
+    ``restore_from_path``, ``from_checkpoint``): a URI's path inside its retrying file system;
+    a local path made absolute, alone (the library's own local file system)."""
+    if not is_uri(location):
+        return {"path": absolute(location)}
+    fs, path = resolve(location)
+    return {"path": path, "filesystem": fs}
+
+
+@contextlib.contextmanager
+def reaching(location: str) -> Iterator[None]:
+    """Turns a failed S3 request on URI ``location`` (pyarrow's plain ``OSError`` with "AWS
+    Error", after the retries) into :class:`StorageError` naming it; missing files, damaged
+    files (e.g. "Couldn't deserialize thrift", also an ``OSError``) and local errors pass."""
+    try:
+        yield
+    except OSError as err:
+        if type(err) is not OSError or not is_uri(location) or "AWS Error" not in str(err):
+            raise
+        mode, attempts = retry_policy()
+        found = " ".join(str(err).split())
+        raise StorageError(
+            f"storage: a request on {location} must succeed within {attempts} attempts "
+            f"({MODE_ENV}={mode}) (found OSError: {found}). Check that the endpoint "
+            "(AWS_ENDPOINT_URL) is up and reachable and the credentials are valid; "
+            f"{ATTEMPTS_ENV} sets the attempts.",
+            reason="storage",
+        ) from err
 
 
 def uri_names(inputs: Any) -> dict[str, str]:
@@ -54,7 +154,11 @@ def _filesystem(scheme_and_root: str, env: tuple) -> pafs.FileSystem:
     """One file system per bucket/host and credentials (``env``: the variables it was made
     with, so a changed environment makes a new one)."""
     try:
+        if scheme_and_root.startswith("s3://"):
+            return s3_filesystem(scheme_and_root)
         return pafs.FileSystem.from_uri(scheme_and_root)[0]
+    except ConfigError:
+        raise
     except Exception as err:  # an unknown scheme: try fsspec before giving up
         try:
             import fsspec
@@ -98,7 +202,8 @@ def absolute(location: str) -> str:
 
 def _info(location: str) -> pafs.FileInfo:
     fs, path = resolve(location)
-    return fs.get_file_info(path)
+    with reaching(location):
+        return fs.get_file_info(path)
 
 
 def exists(location: str) -> bool:
@@ -121,7 +226,9 @@ def list_dir(location: str, suffix: str = "", recursive: bool = False) -> list[s
     fs, path = resolve(location)
     selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
     found = []
-    for info in fs.get_file_info(selector):
+    with reaching(location):
+        infos = fs.get_file_info(selector)
+    for info in infos:
         if info.type != pafs.FileType.File or not info.base_name.endswith(suffix):
             continue
         # the part below ``path`` (some fsspec file systems answer "/bucket/..." for "bucket")
@@ -135,17 +242,19 @@ def entries(location: str) -> list[str]:
     """Sorted names (files and directories) directly inside directory ``location``."""
     fs, path = resolve(location)
     selector = pafs.FileSelector(path, allow_not_found=True)
-    return sorted(info.base_name for info in fs.get_file_info(selector))
+    with reaching(location):
+        return sorted(info.base_name for info in fs.get_file_info(selector))
 
 
 def remove_file(location: str) -> None:
     fs, path = resolve(location)
-    fs.delete_file(path)
+    with reaching(location):
+        fs.delete_file(path)
 
 
 def read_bytes(location: str) -> bytes:
     fs, path = resolve(location)
-    with fs.open_input_stream(path) as fh:
+    with reaching(location), fs.open_input_stream(path) as fh:
         return bytes(fh.read())
 
 
@@ -160,23 +269,27 @@ def write_bytes(location: str, data: bytes) -> None:
             fh.write(data)
         os.replace(tmp, path)
         return
-    with fs.open_output_stream(path) as fh:
+    with reaching(location), fs.open_output_stream(path) as fh:
         fh.write(data)
 
 
 def makedirs(location: str) -> None:
     fs, path = resolve(location)
-    fs.create_dir(path, recursive=True)
+    with reaching(location):
+        fs.create_dir(path, recursive=True)
 
 
 def remove_tree(location: str) -> None:
     """Delete a directory and its contents; nothing if it does not exist."""
     fs, path = resolve(location)
-    if fs.get_file_info(path).type == pafs.FileType.Directory:
-        fs.delete_dir(path)
+    with reaching(location):
+        if fs.get_file_info(path).type == pafs.FileType.Directory:
+            fs.delete_dir(path)
 
 
 def open_input_file(location: str) -> Any:
-    """A random-access file (what ``pq.ParquetFile`` / ``pq.read_schema`` take)."""
+    """A random-access file (what ``pq.ParquetFile`` / ``pq.read_schema`` take; wrap its
+    reads in :func:`reaching` to name the URI when they fail)."""
     fs, path = resolve(location)
-    return fs.open_input_file(path)
+    with reaching(location):
+        return fs.open_input_file(path)

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from offline_graph.data import storage
-from offline_graph.data.errors import ConfigError, FormatVersionError, reraise_project_error
+from offline_graph.data.errors import ConfigError, FormatVersionError, StorageError, reraise_project_error
 from offline_graph.data.files import FileScan, scan_files
 from offline_graph.data.format import make_metadata
 from offline_graph.data.reader import ReadStats
@@ -201,7 +201,7 @@ def report(
 def remove(directory: str) -> None:
     try:
         storage.remove_tree(directory)
-    except OSError as err:  # the job's result does not depend on it
+    except (OSError, StorageError) as err:  # the job's result does not depend on it
         logger.warning("convert: could not remove %s (%s)", directory, err)
 
 
@@ -210,6 +210,8 @@ def _write(ds: Any, output: str, names: Any, schema: pa.Schema, num_cpus: float)
 
     ds.write_parquet(
         output,
+        # a URI: our retrying file system (offline_graph.data.storage), also in the workers
+        filesystem=storage.filesystem(output) if storage.is_uri(output) else None,
         filename_provider=names,
         arrow_parquet_args_fn=lambda: {"schema": schema, "compression": "zstd"},
         ray_remote_args={"num_cpus": num_cpus},

@@ -33,7 +33,7 @@ import gymnasium as gym
 import pyarrow as pa
 
 from offline_graph.data import storage
-from offline_graph.data.errors import ConfigError, FormatVersionError, OfflineGraphError, where
+from offline_graph.data.errors import ConfigError, FormatVersionError, OfflineGraphError, StorageError, where
 from offline_graph.data.format import episode_file_name, write_episode_file
 from offline_graph.data.migrate import RepeatedLayout, layout_from_space
 from offline_graph.data.migrate_episodes import Assembler, MigratedEpisode, OnError
@@ -213,14 +213,15 @@ def migrate(cfg: MigrateConfig, progress: Callable[[int], None] | None = None) -
     try:
         for path in inputs:
             try:
-                for batch in read_batches(path, layout.size, cfg.batch_rows, ignored):
-                    done_column = batch.done_column
-                    tally.totals["rows_read"] += len(batch.rows)
-                    tally.emit(assembler.add(batch))
-                    if progress is not None:
-                        progress(len(batch.rows))
+                with storage.reaching(path):  # a storage failure is no damaged file
+                    for batch in read_batches(path, layout.size, cfg.batch_rows, ignored):
+                        done_column = batch.done_column
+                        tally.totals["rows_read"] += len(batch.rows)
+                        tally.emit(assembler.add(batch))
+                        if progress is not None:
+                            progress(len(batch.rows))
             except OfflineGraphError as err:
-                if cfg.on_error == "raise" or isinstance(err, ConfigError):
+                if cfg.on_error == "raise" or isinstance(err, (ConfigError, StorageError)):
                     raise
                 files_rejected[err.reason or "unreadable_file"] += 1
                 examples.setdefault(err.reason or "unreadable_file", str(err))

@@ -25,12 +25,13 @@ def episode_source(scan: FileScan, rows_per_task: int, batch_rows: int) -> Any:
     schema = pa.schema([("item", pa.binary()), ("path", pa.string())])
 
     def read(path: str, groups: list[int]) -> Any:
-        file = pq.ParquetFile(storage.open_input_file(path))  # a local path or a URI
-        for batch in file.iter_batches(batch_size=batch_rows, row_groups=groups, columns=["item"]):
-            item = batch.column(0)
-            if item.type != pa.binary():
-                item = item.cast(pa.binary())
-            yield pa.table({"item": item, "path": pa.array([path] * len(item), pa.string())})
+        with storage.reaching(path):
+            file = pq.ParquetFile(storage.open_input_file(path))  # a local path or a URI
+            for batch in file.iter_batches(batch_size=batch_rows, row_groups=groups, columns=["item"]):
+                item = batch.column(0)
+                if item.type != pa.binary():
+                    item = item.cast(pa.binary())
+                yield pa.table({"item": item, "path": pa.array([path] * len(item), pa.string())})
 
     units: list[tuple[str, list[int], int, int]] = []
     for path in scan.files:

@@ -34,7 +34,7 @@ def restore_module(checkpoint: str, module_id: str | None = None) -> RLModule:
         if storage.exists(storage.join(cand, "module_state.pkl")) and storage.exists(
             storage.join(cand, "class_and_ctor_args.pkl")
         ):
-            module: Any = RLModule.from_checkpoint(cand)
+            module: Any = RLModule.from_checkpoint(**storage.target(cand))
             module.eval()
             return module  # type: ignore[no-any-return]
     raise ConfigError(

@@ -47,6 +47,7 @@ from typing import Any, Literal, TypeVar
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.files import FileScan, scan_files
 from offline_graph.data.holdout import check_fraction
+from offline_graph.data.storage import filesystem as storage_filesystem
 from offline_graph.data.storage import is_uri
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.multi_agent import module_spaces
@@ -166,6 +167,11 @@ def configure(
         # RLlib's OfflineData takes a string input_ through Path(), which turns s3://b into
         # s3:/b; a list of file URIs reaches ray.data.read_parquet as given.
         cfg.offline_data(input_=scan.files)
+    first = str(scan.files[0]) if scan is not None and scan.files else ""
+    if cfg.input_filesystem is None and first.startswith("s3://"):
+        # Ray Data would make its own S3 file system (pyarrow's default retries): ours
+        # carries the retry policy of offline_graph.data.storage into the read tasks.
+        cfg.offline_data(input_filesystem=storage_filesystem(first))
     settings = GraphSettings(
         on_error=on_error,
         seed=int(seed if seed is not None else (cfg.seed if cfg.seed is not None else 0)),

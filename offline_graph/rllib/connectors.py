@@ -5,7 +5,7 @@ RLlib's default learner pieces work on one ``SingleAgentEpisode`` object per ste
 :class:`AddGraphTransitionsToBatch`, which writes a whole columnar sample at once. User pieces
 (``config.training(learner_connector=...)``) then run on that batch, in their order.
 
-Limit (documented in the README): user pieces see ``episodes=[]``; they work on ``batch``.
+Limit (documented in docs/guides/data-format.md): user pieces see ``episodes=[]``; they work on ``batch``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Multi-agent reading for the prelearner: agent -> module routing, one buffer per module,
 and joint transition rows (every trained module's transitions side by side).
 
-Rules (README "Multi-agent"):
+Rules (docs/guides/multi-agent.md):
 
 * **Mapping at read time.** ``config.policy_mapping_fn(agent_id, episode)`` maps each agent
   of each episode to a module (``episode`` is a ``MultiAgentEpisode`` carrying the recorded

@@ -1,0 +1,273 @@
+"""The docs cannot rot: every ``python`` block of the README and of ``docs/**/*.md`` runs as
+printed, every page is in the site's nav, and the API reference covers every public name.
+
+A page's ``python`` blocks are concatenated in order and run in a fresh interpreter (timeout
+600 s) in a temporary directory that links the repository's top-level entries (``sample_data``,
+``pipelines``, ...), with ``PYTHONPATH`` = the repository root: relative paths of the repository
+resolve, and whatever a page writes (``data/...``, ``runs/...``) stays in the temporary
+directory. Pages whose blocks read data a command records first get it from ``SETUP`` (keyed by
+page). ``py`` blocks are shown, not run (they train for minutes); they must still parse.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+from typing import Callable
+
+import pytest
+
+import offline_graph
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+LEAD_ADDS = {  # pages written in other branches; the lead adds them to mkdocs.yml's nav on merge
+    "guides/value-based.md",
+    "guides/ope.md",
+    "guides/tune.md",
+    "guides/reliability.md",
+    "guides/flaky-storage.md",
+    "guides/multi-agent-cli.md",
+}
+NOT_LINKED = {".git", ".venv", "data", "runs", "site", "tmp"}  # what a page may create, or must not see
+
+
+def pages() -> list[pathlib.Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def blocks(text: str, lang: str) -> list[str]:
+    """The fenced blocks of one language, unindented ones only (as Markdown renders them)."""
+    return re.findall(rf"^```{lang}\n(.*?)^```$", text, re.S | re.M)
+
+
+def page_id(page: pathlib.Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+RUN_PAGES = [p for p in pages() if blocks(p.read_text(), "python")]
+
+
+def record(env: str, episodes: int, output: str) -> Callable[[pathlib.Path], int]:
+    """A set-up step: record ``episodes`` expert episodes of ``env`` into ``cwd/output``;
+    returns the number of recorded agent steps."""
+
+    def run(cwd: pathlib.Path) -> int:
+        from offline_graph.jobs.recording import plan_jobs, record as record_jobs
+
+        jobs = plan_jobs(
+            env=env,
+            env_config=None,
+            policy="expert",
+            epsilon=0.0,
+            seed=0,
+            episodes=episodes,
+            episodes_per_file=episodes,
+            output=str(cwd / output),
+        )
+        return sum(s["transitions"] for s in record_jobs(jobs, show_progress=False))
+
+    return run
+
+
+SETUP = {
+    "docs/guides/node-edge-actions.md": record("offline_graph/NextHop-v0", 20, "data/nexthop_expert"),
+    "docs/guides/multi-agent.md": record("offline_graph/Team-v0", 30, "data/team_expert"),
+}
+
+
+class PageRun:
+    def __init__(self, cwd: pathlib.Path, stdout: str, setup: int | None) -> None:
+        self.cwd, self.setup = cwd, setup
+        self.lines = [ln for ln in stdout.splitlines() if ln.strip()]
+
+
+_RUNS: dict[str, PageRun] = {}  # one run per distinct code (the README repeats Getting started's block)
+
+
+def run_page(page: pathlib.Path, tmp_path: pathlib.Path) -> PageRun:
+    code = "\n".join(blocks(page.read_text(), "python"))
+    setup = SETUP.get(page_id(page))
+    key = f"{page_id(page) if setup else ''}\n{code}"
+    if key not in _RUNS:
+        for entry in ROOT.iterdir():
+            if entry.name not in NOT_LINKED and not entry.name.startswith("."):
+                (tmp_path / entry.name).symlink_to(entry)
+        steps = setup(tmp_path) if setup else None
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
+        )
+        assert proc.returncode == 0, f"{page_id(page)}:\n{proc.stderr[-3000:]}"
+        _RUNS[key] = PageRun(tmp_path, proc.stdout, steps)
+    return _RUNS[key]
+
+
+def check_first_config(run: PageRun) -> None:
+    """Getting started's (and the README's) MARWIL config: a finite loss, every episode read
+    used or rejected with a reason."""
+    loss = float(run.lines[-2])
+    assert math.isfinite(loss) and abs(loss) < 1e6
+    report = ast.literal_eval(run.lines[-1])  # the printed data_report dict
+    assert report["episodes_read"] == report["episodes_used"] + report["episodes_rejected"]
+    assert report["episodes_used"] > 0 and report["rejected_by_reason"] == {}
+
+
+def check_own_data(run: PageRun) -> None:
+    # 20 episodes of 5 node features, actions 0..2: the spaces inferred from the data
+    assert run.lines[-1] == "graph:F=5 discrete:3"
+
+
+def check_multi_agent(run: PageRun) -> None:
+    """Train on the Team-v0 recording, then write your own multi-agent episodes."""
+    from offline_graph.data.multi_agent import decode_multi_agent, unpack
+    import pyarrow.parquet as pq
+
+    losses, space, counts = run.lines[-4:-1]
+    assert all(math.isfinite(v) for v in ast.literal_eval(losses).values())
+    assert space == "NodeAction(max_nodes=64)"
+    by_module = ast.literal_eval(counts)
+    # every agent step of the recorded episodes, once per epoch pass: a multiple of the total
+    assert set(by_module) == {"color", "pick"} and sum(by_module.values()) % run.setup == 0
+    item = pq.read_table(run.cwd / "data" / "my_logs").column("item")[0].as_py()
+    agents = {a.agent_id: a for a in decode_multi_agent(unpack(item)).agents}
+    assert set(agents) == {"a", 7} and [int(v) for v in agents[7].raw.actions] == [0]
+    assert agents["a"].raw.rewards == [1.0]
+
+
+CHECKS: dict[str, Callable[[PageRun], None]] = {
+    "README.md": check_first_config,
+    "docs/getting-started.md": check_first_config,
+    "docs/guides/data-format.md": check_own_data,
+    "docs/guides/multi-agent.md": check_multi_agent,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", RUN_PAGES, ids=page_id)
+def test_python_blocks_run_as_printed(page: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    run = run_page(page, tmp_path)
+    check = CHECKS.get(page_id(page))
+    if check is not None:
+        check(run)
+
+
+def test_known_pages_have_the_blocks_their_checks_read() -> None:
+    assert {page_id(p) for p in RUN_PAGES} >= set(CHECKS) | set(SETUP)
+    readme = "\n".join(blocks((ROOT / "README.md").read_text(), "python"))
+    first = "\n".join(blocks((DOCS / "getting-started.md").read_text(), "python"))
+    assert readme == first  # one block, shown on both pages (run once)
+    assert "offline_graph.configure(config)" in first and "prelearner_class=GraphOfflinePreLearner" in first
+    node = "\n".join(blocks((DOCS / "guides" / "node-edge-actions.md").read_text(), "python"))
+    assert "action_space=NodeAction(64)" in node and "to_deterministic()" in node
+
+
+@pytest.mark.parametrize("page", pages(), ids=page_id)
+def test_shown_only_blocks_parse(page: pathlib.Path) -> None:
+    for code in blocks(page.read_text(), "py"):
+        ast.parse(code)
+
+
+class _NetworkxEnv:
+    """A third-party style env: the graph is a networkx graph in info["graph"], the mask a
+    0/1 list in info["mask"]; the action is a node."""
+
+    def __new__(cls):
+        import gymnasium as gym
+        import networkx as nx
+        import numpy as np
+
+        class Env(gym.Env):
+            observation_space = gym.spaces.Box(0, 1, (1,))
+            action_space = gym.spaces.Discrete(8)
+
+            def _info(self):
+                g = nx.path_graph(self.n)
+                for v in g.nodes:
+                    g.nodes[v]["feat"] = [float(v), 1.0]
+                return {"graph": g, "mask": [int(v != self.t % self.n) for v in g.nodes]}
+
+            def reset(self, seed=None, options=None):
+                super().reset(seed=seed)
+                self.n, self.t = int(self.np_random.integers(3, 6)), 0
+                return np.zeros(1, np.float32), self._info()
+
+            def step(self, action):
+                self.t += 1
+                return np.zeros(1, np.float32), float(action), self.t >= 3, False, self._info()
+
+        return Env()
+
+
+def test_wrapper_block_wraps_a_networkx_env() -> None:
+    """Node and edge actions, "Wrapping a third-party env": the wrapper on a networkx env."""
+    import numpy as np
+
+    from offline_graph.data.graph import space_sizes
+    from offline_graph.env.making import observe
+
+    text = (DOCS / "guides" / "node-edge-actions.md").read_text()
+    (code,) = [b for b in blocks(text, "python") if "class GraphWrapper" in b]
+    scope: dict = {}
+    exec(code, scope)
+    env = scope["GraphWrapper"](_NetworkxEnv(), max_nodes=8, num_features=2)
+    obs, info = env.reset(seed=0)
+    d = observe(obs, info, space_sizes(env.observation_space)[1], "action_mask")
+    n = d["x"].shape[0]
+    assert 3 <= n <= 5 and d["x"][:, 0].tolist() == list(range(n))
+    # a path graph stored in both directions: 2 * (n - 1) edges, PyG order [2, E]
+    assert d["edge_index"].shape == (2, 2 * (n - 1))
+    assert d["action_mask"].dtype == np.bool_ and d["action_mask"].tolist() == [False] + [True] * (n - 1)
+    # (gymnasium's Graph.contains rejects any edge when edge_space=None; the nodes are checked)
+    assert all(env.observation_space.node_space.contains(row) for row in obs.nodes)
+
+
+def nav_pages(node: object) -> set[str]:
+    if isinstance(node, str):
+        return {node}
+    if isinstance(node, list):
+        return set().union(*(nav_pages(n) for n in node))
+    if isinstance(node, dict):
+        return set().union(*(nav_pages(n) for n in node.values()))
+    return set()
+
+
+def test_every_page_is_in_the_nav() -> None:
+    """Except the pages the lead adds on merge, which mkdocs.yml lists in a comment."""
+    import yaml
+
+    text = (ROOT / "mkdocs.yml").read_text()
+    nav = nav_pages(yaml.safe_load(text)["nav"])
+    on_disk = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert on_disk - LEAD_ADDS <= nav, on_disk - LEAD_ADDS - nav
+    assert nav <= on_disk, nav - on_disk
+    commented = set(re.findall(r"^\s*#\s*- [^:]+: (guides/\S+\.md)$", text, re.M))
+    assert LEAD_ADDS - nav <= commented
+
+
+def test_the_api_reference_covers_every_public_name() -> None:
+    """Each name of ``offline_graph._EXPORTS`` is rendered by a ``:::`` directive (the object
+    itself, or its module with the name among ``members``)."""
+    rendered: set[str] = set()
+    for page in (DOCS / "reference").glob("*.md"):
+        for target, options in re.findall(r"^::: (\S+)\n((?:    .*\n)*)", page.read_text(), re.M):
+            members = re.search(r"members: \[(.*)\]", options)
+            if members is None:
+                rendered.add(target)
+            else:
+                rendered |= {f"{target}.{m.strip()}" for m in members.group(1).split(",")}
+    missing = {n for n, module in offline_graph._EXPORTS.items() if f"{module}.{n}" not in rendered}
+    assert not missing, missing
+
+
+def test_ci_runs_the_test_command_the_readme_shows() -> None:
+    """`.ci/run`'s command is the README's test command, and Getting started shows the same."""
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert "mkdocs build --strict" in ci and ci.endswith("python -m pytest -q")
+    for page in (ROOT / "README.md", DOCS / "getting-started.md"):
+        assert ci in [b.strip() for b in blocks(page.read_text(), "bash")], page_id(page)
