@@ -1,13 +1,18 @@
-"""offline_graph: offline RLlib training (BC, MARWIL) from recorded graph episodes, no padding.
+"""offline_graph: offline RLlib training (BC, MARWIL, IQL, CQL) from recorded graph episodes, no padding.
 
 Public API (every name is imported on first use, so ``import offline_graph`` loads no Ray or
 torch)::
 
     configure(config)            fills in everything else graph training needs; sets
-                                 config.algo_class to GraphBC / GraphMARWIL
+                                 config.algo_class to GraphBC / GraphMARWIL / GraphIQL /
+                                 GraphCQL
     GraphBC / GraphMARWIL        RLlib's BC / MARWIL with the build-time config check,
                                  get_module() and checkpoint restore without EnvRunners
+    GraphIQL / GraphCQL          RLlib's IQL / CQL for graph observations and Discrete,
+                                 NodeAction or EdgeAction actions (masked Q, value runs)
     data_report(config)          episodes / transitions read, used and rejected (by reason)
+    max_concurrent_trials(config)  Tune trials that fit beside Ray Data's read CPU
+                                 (tune.TuneConfig(max_concurrent_trials=...))
     GraphOfflinePreLearner       RLlib OfflinePreLearner for ragged graph episodes / rows
     GraphEnvRunner               RLlib SingleAgentEnvRunner for spaces.Graph envs (evaluation,
                                  recording; set by configure when the config has an env)
@@ -48,8 +53,11 @@ _EXPORTS: dict[str, str] = {
     # RLlib integration (Ray, torch)
     "configure": "offline_graph.rllib.configure",
     "data_report": "offline_graph.rllib.configure",
+    "max_concurrent_trials": "offline_graph.rllib.resources",
     "GraphBC": "offline_graph.rllib.algorithms",
     "GraphMARWIL": "offline_graph.rllib.algorithms",
+    "GraphIQL": "offline_graph.rllib.value_algorithms",
+    "GraphCQL": "offline_graph.rllib.value_algorithms",
     "GraphOfflinePreLearner": "offline_graph.rllib.prelearner",
     "GraphEnvRunner": "offline_graph.rllib.env_runner",
     "GraphMultiAgentEnvRunner": "offline_graph.rllib.ma_env_runner",
@@ -105,6 +113,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.data.spaces import EdgeAction, NodeAction
     from offline_graph.env.data_spaces import resolve_spaces
     from offline_graph.rllib.algorithms import GraphBC, GraphMARWIL
+    from offline_graph.rllib.value_algorithms import GraphCQL, GraphIQL
     from offline_graph.rllib.collate_fn import GraphCollateFn
     from offline_graph.rllib.configure import configure, data_report
     from offline_graph.rllib.episodes import encode_episode
@@ -116,6 +125,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.rllib.online import configure_online, load_module_weights
     from offline_graph.rllib.ppo_learner import GraphPPOTorchLearner
     from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+    from offline_graph.rllib.resources import max_concurrent_trials
 
 
 def __getattr__(name: str) -> Any:
@@ -136,8 +146,11 @@ def __dir__() -> list[str]:
 __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_graph import *`
     "configure",
     "data_report",
+    "max_concurrent_trials",
     "GraphBC",
     "GraphMARWIL",
+    "GraphIQL",
+    "GraphCQL",
     "GraphOfflinePreLearner",
     "GraphEnvRunner",
     "GraphMultiAgentEnvRunner",

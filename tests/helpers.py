@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -133,3 +135,21 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         timeout=timeout,
         env={**env, "PYTHONPATH": str(ROOT)},
     )
+
+
+@contextlib.contextmanager
+def deadline(seconds: int, what: str):
+    """Fail (instead of hanging the suite) if the block takes longer than ``seconds``."""
+
+    def expire(signum, frame):
+        raise TimeoutError(
+            f"{what} must finish within {seconds} s (found it still running; a Ray Data stall?)"
+        )
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

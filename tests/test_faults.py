@@ -6,12 +6,10 @@ module does not share a Ray fixture with the rest of the suite.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import math
 import os
-import signal
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+from tests.helpers import deadline
 
 pytestmark = pytest.mark.slow
 
@@ -74,24 +73,6 @@ def local_ray():
     start_local_ray()
     yield
     stop_ray()
-
-
-@contextlib.contextmanager
-def deadline(seconds: int, what: str):
-    """Fail (instead of hanging the suite) if the block takes longer than ``seconds``."""
-
-    def expire(signum, frame):
-        raise TimeoutError(
-            f"{what} must finish within {seconds} s (found it still running; a Ray Data stall?)"
-        )
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def spaces():

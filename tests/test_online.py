@@ -22,6 +22,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
+import offline_graph
 from offline_graph import ConfigError, GNNModule
 from offline_graph.data.collate import collate
 from offline_graph.data.columns import GraphColumns
@@ -152,7 +153,9 @@ def online_config(runners: int) -> PPOConfig:
         .training(train_batch_size_per_learner=200, minibatch_size=64, num_epochs=2)
         .rl_module(model_config=dict(SMALL))
     )
-    return configure_online(cfg)
+    # the one entry point: configure dispatches PPO configs to configure_online (the alias is
+    # built by test_ppo_trains_node_and_edge_selection)
+    return offline_graph.configure(cfg)
 
 
 def check_result(result: dict) -> None:

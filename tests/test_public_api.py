@@ -10,7 +10,7 @@ import offline_graph
 
 
 def test_every_public_name_resolves_to_its_home() -> None:
-    assert len(offline_graph.__all__) == len(set(offline_graph.__all__)) == 38
+    assert len(offline_graph.__all__) == len(set(offline_graph.__all__)) == 41
     assert set(offline_graph.__all__) == set(offline_graph._EXPORTS)
     for name in offline_graph.__all__:
         home = importlib.import_module(offline_graph._EXPORTS[name])
@@ -18,8 +18,10 @@ def test_every_public_name_resolves_to_its_home() -> None:
         assert name in dir(offline_graph)
     from offline_graph.data.errors import ConfigError
     from offline_graph.rllib.algorithms import GraphBC
+    from offline_graph.rllib.value_algorithms import GraphIQL
 
     assert offline_graph.ConfigError is ConfigError and offline_graph.GraphBC is GraphBC
+    assert offline_graph.GraphIQL is GraphIQL
     assert issubclass(offline_graph.ConfigError, offline_graph.OfflineGraphError)
     assert issubclass(offline_graph.StorageError, offline_graph.OfflineGraphError)
 

@@ -44,7 +44,11 @@ def test_gpu_learners_and_evaluation_runners_are_counted():
 
 def test_the_pool_starts_with_one_actor_per_node():
     assert plan_resources(6, 0, nodes=3).map_actors == (3, 5)
-    assert plan_resources(64, 8, nodes=100).map_actors == (55, 55)
+    # at most the CPUs left but 1: a Tune trial's process holds 1 CPU beside the first actors
+    assert plan_resources(64, 8, nodes=100).map_actors == (54, 55)
+    assert plan_resources(4, 0, nodes=4).map_actors == (2, 3)
+    # three 1-CPU nodes: 3 - 1 read - 1 trial process leaves 1 whole CPU -> small plan
+    assert plan_resources(3, 0, nodes=3).small
     assert plan_resources(2, 0, nodes=2).map_actors == (1, 1)  # small: fractional, one actor
 
 
@@ -87,3 +91,33 @@ def test_small_plan_asks_a_quarter_cpu_for_the_algorithm_process_unless_the_user
     user = BCConfig().resources(num_cpus_for_main_process=2)
     apply_plan(user, plan_resources(2, 0))
     assert user.num_cpus_for_main_process == 2
+
+
+def test_small_plan_local_learner_shares_the_trial_quarter_cpu():
+    # RLlib's trial bundle with a local learner is max(num_cpus_per_learner, main process):
+    # "auto" counts as 1 CPU, so the local learner's share is set to 0.25 as well.
+    cfg = BCConfig().learners(num_learners=0)
+    apply_plan(cfg, plan_resources(2, 0))
+    assert cfg.num_cpus_per_learner == 0.25
+    big = BCConfig().learners(num_learners=0)
+    apply_plan(big, plan_resources(16, 0))
+    assert big.num_cpus_per_learner == "auto"
+
+
+def test_max_concurrent_trials_leaves_the_read_cpu():
+    from offline_graph.rllib.resources import max_concurrent_trials, trial_cpus
+
+    cfg = BCConfig().learners(num_learners=0)
+    cfg.offline_data(map_batches_kwargs=apply_plan(cfg, plan_resources(2, 0)))
+    # 0.25 (process + local learner) + 1 prelearner actor x 0.25 = 0.5 per trial, 2 actors
+    assert trial_cpus(cfg) == (0.5, 2)
+    assert max_concurrent_trials(cfg, nodes=[2]) == 2  # (2 - 1 read) / 0.5; 2 >= 1 + 2 x 0.5
+    assert max_concurrent_trials(cfg, nodes=[1]) == 1  # never 0
+    # three 1-CPU nodes: 2 trials' 4 fractional actors could take a share of every node
+    assert max_concurrent_trials(cfg, nodes=[1, 1, 1]) == 1
+    assert max_concurrent_trials(cfg, nodes=[1, 1, 1, 1, 1]) == 2  # 5 nodes > 4 actors
+    big = BCConfig().learners(num_learners=2)
+    big.offline_data(map_batches_kwargs=apply_plan(big, plan_resources(16, 2)))
+    # 1 (process) + 2 learners x 1 + pool's first actor x 1 = 4 per trial: (16 - 1) / 4
+    assert trial_cpus(big) == (4.0, 4)
+    assert max_concurrent_trials(big, nodes=[16]) == 3

@@ -184,3 +184,41 @@ def test_rllib_is_and_pdis_offline_evaluation_are_refused_at_build(ray_session, 
         ConfigError, match="offline_evaluation_type=...\\) must be 'eval_loss' on graph configs"
     ):
         config.build_algo()
+
+
+@pytest.mark.slow
+def test_train_cli_iql_holdout_metrics_then_evaluate_cli_on_its_checkpoint(
+    ray_session, stitch_logs, tmp_path
+):
+    """``offline-graph train --algo iql --holdout``: the held-out episodes are the documented
+    hash's and never trained on; ``offline-graph evaluate`` on the checkpoint plays the same
+    greedy episodes as train's own evaluation of the trained module."""
+    from offline_graph.cli import evaluate, train
+    from offline_graph.data.files import read_episode_table, scan_files
+    from offline_graph.data.holdout import held_out
+    from offline_graph.data.reader import read_episodes, spec_from_spaces
+
+    episodes = []
+    for path in scan_files(stitch_logs, "raise").files:
+        _, table = read_episode_table(path)
+        items = table.column("item").to_pylist()
+        episodes += read_episodes(items, [path] * len(items), spec_from_spaces(OBS, ACT))
+    held = held_out([ep.id for ep in episodes], 0.3, 4)
+    held_steps = sum(len(ep) for ep, h in zip(episodes, held) if h)
+    assert 0 < held.sum() < len(episodes)
+
+    ckpt = str(tmp_path / "iql")
+    argv = ["--algo", "iql", "--data", stitch_logs, "--checkpoint", ckpt, "--iterations", "1"]
+    argv += ["--updates-per-iteration", "2", "--batch-size", "16", "--hidden", "16"]
+    argv += ["--beta", "5", "--expectile", "0.7", "--holdout", "0.3", "--holdout-seed", "4"]
+    argv += ["--env", STITCH_ID, "--eval-episodes", "6", "--eval-seed", "11"]
+    summary = train.run(train.parse_args(argv))
+    m, report = summary["offline_metrics"], summary["data"]["report"]
+    assert (m["episodes"], m["transitions"]) == (int(held.sum()), held_steps)
+    assert (report["episodes_held_out"], report["transitions_held_out"]) == (int(held.sum()), held_steps)
+    assert m["action_agreement"] == m["agreeing"] / held_steps and m["mean_log_likelihood"] <= 0.0
+
+    res = evaluate.run(evaluate.parse_args(["--checkpoint", ckpt, "--episodes", "6", "--seed", "11"]))
+    trained = summary["evaluation"]["module"]
+    assert res["module"]["returns"] == trained["returns"] and res["module"]["illegal_actions"] == 0
+    assert res["normalized_score"] == pytest.approx(summary["normalized_score"])

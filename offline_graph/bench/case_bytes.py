@@ -1,7 +1,8 @@
 """Bench case ``bytes``: bytes per transition at each stage, ours vs the padded stock path.
 
 Also the learner-batch bytes per trained transition of modules with memory (stacked frames
-k = 1, 4, 8 and GRU burn-in, :mod:`offline_graph.bench.case_frames`), and the byte
+k = 1, 4, 8 and GRU burn-in, :mod:`offline_graph.bench.case_frames`) and of IQL / CQL's value
+runs at their default length (:mod:`offline_graph.bench.case_value`), and the byte
 accounting helpers: :func:`learner_batch_breakdown` (the
 ``GraphCollateFn`` batch split into real payload, ``batch`` + ``ptr`` and per-row scalars) and
 :func:`table_payload`.
@@ -15,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from offline_graph.bench.case_frames import case_frames
+from offline_graph.bench.case_value import default_run_bytes
 from offline_graph.bench.data import dir_bytes, read_items
 from offline_graph.bench.harness import BenchContext, Row, item_batch, learner_rows, tensor_bytes
 from offline_graph.bench.stock_data import padded_spaces, repeated_worst_case_bytes
@@ -162,4 +164,5 @@ def case_bytes(ctx: BenchContext) -> list[Row]:
         ),
         selection,
         *case_frames(ctx),
+        *default_run_bytes(ctx),
     ]

@@ -47,17 +47,25 @@ def value_runs_bytes(
     return nbytes / b, g / b
 
 
-def bytes_rows(trans: Transitions, repeats: int, trained: int = TRAINED) -> list[Row]:
+def bytes_rows(
+    trans: Transitions,
+    repeats: int,
+    trained: int = TRAINED,
+    lengths: tuple[int, ...] = LENGTHS,
+    case: str = "value",
+) -> list[Row]:
+    """Value-run bytes per trained transition for each of ``lengths`` against BC's (rows of
+    bench case ``case``)."""
     one = [
         transitions_layout(trans, np.random.default_rng(s), trained).per_transition for s in range(repeats)
     ]
     rows = []
-    for length in LENGTHS:
+    for length in lengths:
         got = [value_runs_bytes(trans, np.random.default_rng(s), length, trained) for s in range(repeats)]
         per, graphs = [b for b, _ in got], [g for _, g in got]
         rows.append(
             Row(
-                "value",
+                case,
                 f"learner batch: value runs L={length} (s + next graphs)",
                 "B/transition",
                 per,
@@ -67,6 +75,8 @@ def bytes_rows(trans: Transitions, repeats: int, trained: int = TRAINED) -> list
                 f"{median(graphs):.3f} graphs per trained transition; {median(per) / median(one):.2f}x BC",
             )
         )
+    if case != "value":
+        return rows
     rows.append(
         Row(
             "value",
@@ -200,3 +210,12 @@ def case_value(ctx: BenchContext) -> list[Row]:
     trained = 512 if ctx.quick else TRAINED
     trans = bench_transitions(ctx, target=2 * trained)
     return bytes_rows(trans, ctx.repeats, trained) + speed_rows(ctx, trans, min(trained, ctx.batch_size))
+
+
+def default_run_bytes(ctx: BenchContext) -> list[Row]:
+    """The ``bytes`` case's row: value runs of IQL / CQL's default length against BC's batch."""
+    from offline_graph.rllib.value_configure import DEFAULT_RUN_LENGTH
+
+    trained = 512 if ctx.quick else TRAINED
+    trans = bench_transitions(ctx, target=2 * trained)
+    return bytes_rows(trans, ctx.repeats, trained, (DEFAULT_RUN_LENGTH,), "bytes")

@@ -26,9 +26,14 @@ COMMANDS = {
     "experiment": "the learning-quality table: BC / MARWIL / bag of nodes over seeds, one PNG",
     "migrate": "migrate padded RLlib Repeated recordings into ragged episode files",
     "ma-experiment": "the multi-agent learning-quality table: BC / MARWIL on TeamEnv, per module",
+    "stitch-experiment": "the stitching table: BC / MARWIL / IQL / CQL on Stitch-v0 logs, seeds",
 }
 
-MODULES = {"inspect": "inspect_data", "ma-experiment": "ma_experiment"}
+MODULES = {
+    "inspect": "inspect_data",
+    "ma-experiment": "ma_experiment",
+    "stitch-experiment": "stitch_experiment",
+}
 """Subcommands whose module name differs (``inspect`` would shadow the standard library;
 a dash is not valid in a module name)."""
 

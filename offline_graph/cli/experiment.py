@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import os
 import sys
 import time
@@ -37,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from offline_graph.cli import train
-from offline_graph.cli.train_config import Algo as TrainAlgo
 from offline_graph.cli.arguments import (
     arg,
     bad_value,
@@ -47,8 +45,8 @@ from offline_graph.cli.arguments import (
     parser_for,
     run_job,
 )
-from offline_graph.cli.experiment_report import gaps, markdown, row_stats, save_curves, write_results
-from offline_graph.cli.experiment_run import train_run
+from offline_graph.cli.experiment_report import gaps, markdown, save_curves, write_results
+from offline_graph.cli.experiment_run import Row, record_episodes, train_rows
 from offline_graph.cli.train_config import data_metadata, quiet_ray_data
 from offline_graph.cli.train_report import versions
 from offline_graph.data.errors import ConfigError
@@ -62,23 +60,6 @@ QUICK: dict[str, Any] = {
     "mixed_episodes": 200,
 }
 """What --quick sets (a smoke run: tested for running, not for scores)."""
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of the table: an algorithm on a data set, trained once per seed."""
-
-    key: str
-    data: str
-    """``expert`` or ``mixed``."""
-    algo: TrainAlgo
-    beta: float | None = None
-    bag_of_nodes: bool = False
-
-    @property
-    def label(self) -> str:
-        name = "BC" if self.algo == "bc" else f"MARWIL beta={self.beta:g}"
-        return name + (", bag of nodes" if self.bag_of_nodes else ", GNN")
 
 
 ROWS = (
@@ -222,8 +203,6 @@ def train_config(cfg: Config, row: Row, data: str, seed: int) -> train.Config:
 # --------------------------------------------------------------------------- data
 def mixed_data(cfg: Config) -> tuple[str, str]:
     """(path, how it was made) of the mixed-quality data; records it unless --mixed-data."""
-    from offline_graph.cli import record
-
     if cfg.mixed_data is not None:
         return cfg.mixed_data, f"given: {cfg.mixed_data}"
     out = os.path.join(
@@ -231,29 +210,7 @@ def mixed_data(cfg: Config) -> tuple[str, str]:
         "data",
         f"{cfg.mixed_policy}-eps{cfg.mixed_epsilon:g}-n{cfg.mixed_episodes}-s{cfg.mixed_seed}",
     )
-    argv = [
-        "--policy",
-        cfg.mixed_policy,
-        "--epsilon",
-        f"{cfg.mixed_epsilon:g}",
-        "--episodes",
-        str(cfg.mixed_episodes),
-        "--seed",
-        str(cfg.mixed_seed),
-        "--episodes-per-file",
-        "500",
-        "--output",
-        out,
-        "--overwrite",
-        "--no-progress",
-    ]
-    summary = record.run(record.parse_args(argv))
-    print(
-        f"recorded {summary['episodes']} episodes, {summary['transitions']} transitions, "
-        f"return mean {summary['return_mean']:.2f} in {summary['seconds']:.1f}s: {out}",
-        flush=True,
-    )
-    return out, "offline-graph record " + " ".join(argv)
+    return record_episodes(out, cfg.mixed_policy, cfg.mixed_epsilon, cfg.mixed_episodes, cfg.mixed_seed)
 
 
 def baselines(cfg: Config, env_name: str) -> dict[str, float]:
@@ -279,8 +236,6 @@ def begin(cfg: Any) -> float:
 # --------------------------------------------------------------------------- main
 def run(cfg: Config) -> dict[str, Any]:
     """The whole table as ``cfg`` says; returns what results.json holds."""
-    import ray
-
     from offline_graph.data.files import scan_files
     from offline_graph.jobs.recording import DEFAULT_ENV
 
@@ -298,40 +253,15 @@ def run(cfg: Config) -> dict[str, Any]:
         flush=True,
     )
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=cfg.num_cpus, include_dashboard=False, log_to_driver=False)
-    results: list[dict[str, Any]] = []
-    try:
-        for row in rows:
-            runs = []
-            for seed in range(cfg.seeds):
-                r = train_run(train_config(cfg, row, data[row.data], seed), cfg.eval_every, base)
-                runs.append(r)
-                curve = " ".join(f"{c['score']:.0f}" for c in r["curve"])
-                print(
-                    f"{row.key:<13} seed {seed}: score {r['score']:6.1f}  ({r['seconds']:.0f}s: train "
-                    f"{r['train_seconds']:.0f}s, eval {r['eval_seconds']:.0f}s; curve {curve})  "
-                    f"[{(time.perf_counter() - t0) / 60:.1f} min]",
-                    flush=True,
-                )
-            results.append(
-                {
-                    "key": row.key,
-                    "data": row.data,
-                    "label": row.label,
-                    "algo": row.algo,
-                    "beta": row.beta,
-                    "bag_of_nodes": row.bag_of_nodes,
-                    "runs": runs,
-                    "stats": row_stats(runs),
-                }
-            )
-    finally:
-        if started:
-            gc.collect()
-            ray.shutdown()
-
+    results = train_rows(
+        rows,
+        cfg.seeds,
+        lambda row, seed: train_config(cfg, row, data[row.data], seed),
+        cfg.eval_every,
+        base,
+        cfg.num_cpus,
+        t0,
+    )
     stats = {r["key"]: r["stats"] for r in results}
     result = {
         "settings": dataclasses.asdict(cfg),

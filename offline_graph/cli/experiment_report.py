@@ -41,21 +41,26 @@ def gaps(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def markdown(result: dict[str, Any]) -> str:
-    """results.md: the table, the gaps and a line of settings."""
-    s = result["settings"]
+def score_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The Markdown table of the rows of results.json: one line per row, scores per seed."""
     lines = [
         "| data | algorithm, module | score mean | std | min - max | per seed | s / run |",
         "|------|-------------------|-----------:|----:|----------:|----------|--------:|",
     ]
-    for row in result["rows"]:
+    for row in rows:
         st = row["stats"]
         seeds = ", ".join(f"{v:.1f}" for v in st["scores"])
         lines.append(
             f"| {row['data']} | {row['label']} | {st['mean']:.1f} | {st['std']:.1f} | "
             f"{st['min']:.1f} - {st['max']:.1f} | {seeds} | {st['seconds_per_run']:.0f} |"
         )
-    lines.append("")
+    return lines
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """results.md: the table, the gaps and a line of settings."""
+    s = result["settings"]
+    lines = [*score_table(result["rows"]), ""]
     for g in result["gaps"]:
         lines.append(
             f"- {g['a']} - {g['b']}: {g['diff']:+.1f} (standard error {g['se']:.1f}; target {g['target']})"
@@ -78,7 +83,7 @@ def save_curves(path: str, result: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [d for d in ("expert", "mixed") if any(r["data"] == d for r in result["rows"])]
+    panels = list(dict.fromkeys(r["data"] for r in result["rows"]))  # the data sets, in row order
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
     for ax, data in zip(axes[0], panels):
         for row in (r for r in result["rows"] if r["data"] == data):

@@ -1,15 +1,69 @@
-"""One run of ``offline-graph experiment``: train one (row, seed), scoring the module as it goes."""
+"""The runs of ``offline-graph experiment`` and ``offline-graph stitch-experiment``: a
+:class:`Row` of the table, its data recorded in this process (:func:`record_episodes`), one
+(row, seed) trained while its module is scored (:func:`train_run`), and every row over its
+seeds in one Ray session (:func:`train_rows`)."""
 
 from __future__ import annotations
 
 import gc
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from offline_graph.cli import train
-from offline_graph.cli.train_config import build_config, data_metadata
+from offline_graph.cli.train_config import Algo, build_config, data_metadata
 from offline_graph.cli.train_report import iteration_record
 from offline_graph.data.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a table: an algorithm on a data set, trained once per seed."""
+
+    key: str
+    data: str
+    """The data set's key (``expert``, ``mixed``, ``logs``, ...)."""
+    algo: Algo
+    beta: float | None = None
+    """MARWIL's or IQL's temperature (None: the algorithm's default)."""
+    bag_of_nodes: bool = False
+
+    @property
+    def label(self) -> str:
+        names = {"bc": "BC", "marwil": "MARWIL", "iql": "IQL", "cql": "CQL"}
+        name = names[self.algo] + ("" if self.beta is None else f" beta={self.beta:g}")
+        return name + (", bag of nodes" if self.bag_of_nodes else ", GNN")
+
+
+def record_episodes(
+    out: str,
+    policy: str,
+    epsilon: float,
+    episodes: int,
+    seed: int,
+    env: str | None = None,
+    env_config: dict[str, Any] | None = None,
+) -> tuple[str, str]:
+    """Record episodes into ``out`` (``offline-graph record`` in this process; ``env=None``: its
+    default env); returns ``(out, the equivalent command line)``."""
+    import json
+
+    from offline_graph.cli import record
+
+    argv = [] if env is None else ["--env", env]
+    argv += ["--policy", policy, "--epsilon", f"{epsilon:g}", "--episodes", str(episodes)]
+    argv += ["--seed", str(seed)]
+    if env_config:
+        argv += ["--env-config", json.dumps(env_config)]
+    argv += ["--episodes-per-file", "500", "--output", out, "--overwrite", "--no-progress"]
+    summary = record.run(record.parse_args(argv))
+    print(
+        f"recorded {summary['episodes']} episodes, {summary['transitions']} transitions, "
+        f"return mean {summary['return_mean']:.2f} in {summary['seconds']:.1f}s: {out}",
+        flush=True,
+    )
+    shown = [f"'{a}'" if a.startswith("{") else a for a in argv]
+    return out, "offline-graph record " + " ".join(shown)
 
 
 def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> dict[str, Any]:
@@ -66,3 +120,54 @@ def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> di
         "eval_seconds": eval_s,
         "seconds": time.perf_counter() - t_start,
     }
+
+
+def train_rows(
+    rows: list[Row],
+    seeds: int,
+    tcfg_of: Callable[[Row, int], train.Config],
+    eval_every: int,
+    base: dict[str, float],
+    num_cpus: int | None,
+    t0: float,
+) -> list[dict[str, Any]]:
+    """Every row trained with seeds ``0..seeds-1`` (``tcfg_of(row, seed)``) in one Ray session
+    (started here unless one runs), a line printed per run; returns the rows of results.json."""
+    import ray
+
+    from offline_graph.cli.experiment_report import row_stats
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    results: list[dict[str, Any]] = []
+    try:
+        for row in rows:
+            runs = []
+            for seed in range(seeds):
+                r = train_run(tcfg_of(row, seed), eval_every, base)
+                runs.append(r)
+                curve = " ".join(f"{c['score']:.0f}" for c in r["curve"])
+                print(
+                    f"{row.key:<13} seed {seed}: score {r['score']:6.1f}  ({r['seconds']:.0f}s: train "
+                    f"{r['train_seconds']:.0f}s, eval {r['eval_seconds']:.0f}s; curve {curve})  "
+                    f"[{(time.perf_counter() - t0) / 60:.1f} min]",
+                    flush=True,
+                )
+            results.append(
+                {
+                    "key": row.key,
+                    "data": row.data,
+                    "label": row.label,
+                    "algo": row.algo,
+                    "beta": row.beta,
+                    "bag_of_nodes": row.bag_of_nodes,
+                    "runs": runs,
+                    "stats": row_stats(runs),
+                }
+            )
+    finally:
+        if started:
+            gc.collect()
+            ray.shutdown()
+    return results

@@ -15,7 +15,9 @@ lines as they are.
 While a command runs, the ERROR lines Ray Data logs when one of our errors aborts a dataset
 ("An exception was raised from a task of operator ...", "Exception occurred in user code ...")
 are kept off the console (:func:`quiet_ray_data_aborts`); Ray Data's lines about any other
-error are printed as before. Nothing is installed for library users: only the
+error are printed as before. Ray's and RLlib's own lines that every run prints (an ERROR
+line of Ray's core worker for Ray Data's map actors, RLlib's RLModuleConfig deprecation) are
+dropped from stderr (:mod:`offline_graph.cli.known_lines`). Nothing is installed for library users: only the
 ``offline-graph`` dispatcher calls :func:`run_command`.
 """
 
@@ -28,6 +30,7 @@ import sys
 import traceback
 from typing import Callable, Iterator
 
+from offline_graph.cli.known_lines import hide_known_lines
 from offline_graph.data.errors import OfflineGraphError, find_project_error
 
 BAD_INPUT, UNEXPECTED, INTERRUPTED = 2, 1, 130
@@ -119,7 +122,10 @@ def run_command(command: str, main: Callable[[list[str]], int | None], argv: lis
     """``main(argv)`` as the exit status of ``offline-graph <command>`` (see the module
     docstring): our errors as one line, others with their traceback and where to report."""
     try:
-        with quiet_ray_data_aborts() if not debug else contextlib.nullcontext():
+        with contextlib.ExitStack() as quiet:
+            if not debug:
+                quiet.enter_context(hide_known_lines())  # Ray's unavoidable lines (known_lines.py)
+                quiet.enter_context(quiet_ray_data_aborts())
             return int(main(argv) or 0)
     except KeyboardInterrupt:
         if debug:

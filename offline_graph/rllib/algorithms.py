@@ -23,8 +23,10 @@ override                    why
                             ``Checkpointable.restore_from_path`` runs
 ``set_state``               same sync after setting the LearnerGroup state: without
                             EnvRunners the LearnerGroup state is set here, the rest by RLlib
-``cleanup``                 (run by ``algo.stop()``) closes the run's accounting: the totals
-                            stay readable with ``data_report``, the cluster's stats actor
+``cleanup``                 (run by ``algo.stop()``) closes the local Learner's Ray Data
+                            batch iterator (else its finalizer prints a traceback after
+                            ``ray.shutdown()``) and the run's accounting: the totals stay
+                            readable with ``data_report``, the cluster's stats actor
                             forgets them
 ==========================  ==================================================================
 
@@ -118,10 +120,25 @@ class GraphOfflineAlgorithm(Algorithm):
 
     @override(Algorithm)
     def cleanup(self) -> None:
+        group: Any = getattr(self, "learner_group", None)
+        if group is not None and group.is_local:
+            # The local Learner keeps its Ray Data batch iterator (a generator) for the next
+            # update; left open, its finalizer runs at interpreter exit, after ray.shutdown()
+            # ("Exception ignored in ... DataIterator._iter_batches": a traceback).
+            group.foreach_learner(close_data_iterator)
         super().cleanup()
         settings = read_settings(self.config, where=type(self).__name__)
         if settings.stats_name and ray.is_initialized():
             accounting.close(settings.stats_name)
+
+
+def close_data_iterator(learner: Any) -> None:
+    """Close and drop ``learner.iterator`` (RLlib's ``MiniBatchRayDataIterator``): its open
+    batch generator finishes now, while Ray still runs."""
+    iterator, learner.iterator = getattr(learner, "iterator", None), None
+    generator = getattr(iterator, "_epoch_iterator", None)
+    if generator is not None and hasattr(generator, "close"):
+        generator.close()
 
 
 class GraphMARWIL(GraphOfflineAlgorithm, MARWIL):

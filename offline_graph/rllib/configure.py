@@ -15,7 +15,11 @@ setting                          value and why
                                  ``compute=ActorPoolStrategy(min, max)`` sized to the cluster
                                  (:mod:`offline_graph.rllib.resources`): on a 2-CPU machine
                                  the stock 2 x 1 CPU map actors starve Ray Data's read tasks
-``num_cpus_per_learner``         0.25 on a small machine (same reason), else RLlib's 1
+``num_cpus_per_learner``         0.25 on a small machine (same reason; with a local learner
+                                 too: RLlib's Tune trial bundle is max(it, main process)),
+                                 else RLlib's 1
+``input_``                       local paths made absolute: a Tune trial runs in its own
+                                 working directory
 ``input_read_method_kwargs``     ``include_paths=True`` (episode input): errors name the file
 ``materialize_mapped_data``      True: map once instead of cold-starting actors each epoch
 ``dataset_num_iters_per_learner``  10 when unset (updates per ``train()``): RLlib's learners
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import uuid
 
 import gymnasium as gym
@@ -172,6 +177,8 @@ def configure(
         # Ray Data would make its own S3 file system (pyarrow's default retries): ours
         # carries the retry policy of offline_graph.data.storage into the read tasks.
         cfg.offline_data(input_filesystem=storage_filesystem(first))
+    # Absolute local paths: a Tune trial runs in its own working directory.
+    cfg.offline_data(input_=_absolute_inputs(cfg.input_))
     settings = GraphSettings(
         on_error=on_error,
         seed=int(seed if seed is not None else (cfg.seed if cfg.seed is not None else 0)),
@@ -210,6 +217,16 @@ def configure(
     cfg.learner_config_dict[SETTINGS_KEY] = settings.as_dict()
     cfg.algo_class = algo_class
     return config
+
+
+def _absolute_inputs(input_: Any) -> Any:
+    """``input_`` with each local path made absolute (URIs kept): Tune runs each trial in its
+    own working directory, where a relative ``sample_data/expert`` names nothing."""
+    if isinstance(input_, (str, os.PathLike)):
+        return str(input_) if "://" in str(input_) else os.path.abspath(input_)  # file:// too
+    if isinstance(input_, (list, tuple)):
+        return [_absolute_inputs(p) for p in input_]
+    return input_
 
 
 def _is_ppo(algo_class: Any) -> bool:

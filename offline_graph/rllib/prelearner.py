@@ -77,21 +77,30 @@ class GraphOfflinePreLearner(OfflinePreLearner):
                 "NodeAction(max_nodes) or EdgeAction(max_edges)."
             )
         spaces = (obs_space, act_space)
-        # The parent builds the RLModule (user connector pieces may use it) and the learner
-        # connector pipeline. It also builds RLlib's episode buffer, which we replace.
-        # Keep RLlib's ``module_spec`` kwarg (it logs a deprecation warning): it is the only
-        # spec with the spaces filled in; ``config.rl_module_spec`` has none. In-process use
-        # (tests, benchmarks) gets one built from the spaces.
-        if kwargs.get("module_spec") is None:
-            kwargs["module_spec"] = config.get_multi_rl_module_spec(spaces={DEFAULT_MODULE_ID: spaces})
-        if module_state is NO_MODULE_STATE or module_state == NO_MODULE_STATE:
-            module_state = None  # GraphOfflineData shipped no weights (none are used here)
-        super().__init__(config=config, spaces=spaces, module_state=module_state, **kwargs)
-        self.episode_buffer = None  # type: ignore[assignment]  # self.buffer replaces it
+        # RLlib's constructor is not run: it reads the module spec from a ``module_spec``
+        # kwarg (deprecated in Ray 2.60: a warning per actor) or from ``config.rl_module_spec``
+        # (no spaces filled in), builds an RLModule every actor holds, and an episode buffer
+        # that self.buffer replaces. What it sets that we use is set here; the RLModule only
+        # when user connector pieces run here (they may read it).
+        self.config = config
+        self.observation_space, self.action_space = spaces
+        self._learner_connector = config.build_learner_connector(
+            input_observation_space=obs_space, input_action_space=act_space
+        )
         # config.build_learner_connector always returns a pipeline (typed as a ConnectorV2).
         pipeline = cast(ConnectorPipelineV2, self._learner_connector)
         user_pieces_only(pipeline)
         self._has_user_pieces = len(pipeline) > 1
+        self._module = None  # type: ignore[assignment]
+        self.episode_buffer = None  # type: ignore[assignment]  # self.buffer replaces it
+        if self._has_user_pieces:
+            spec = kwargs.get("module_spec") or config.get_multi_rl_module_spec(
+                spaces={DEFAULT_MODULE_ID: spaces}
+            )
+            module: Any = spec.build()  # a MultiRLModule
+            if module_state and module_state != NO_MODULE_STATE:
+                module.set_state(module_state)
+            self._module = module
         self.spec = spec_from_spaces(*spaces)
         self.module_id = DEFAULT_MODULE_ID
         self.reading: Reading = choose_reading(config, self.settings, self.spec)

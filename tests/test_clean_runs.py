@@ -1,0 +1,148 @@
+"""Clean runs: the README main command prints no error-level Ray line, no traceback and no
+deprecation warning, and a script that stops its algorithm and then Ray prints no traceback.
+
+Seen before the fixes (2026-11-25, this machine): the main command printed
+``[... E ...] core_worker.cc:2465: Actor with class name: 'MapWorker(MapBatches(
+GraphOfflinePreLearner))' ... has constructor arguments in the object store and max_restarts >
+0`` and RLlib's ``DeprecationWarning: `RLModule(config=[RLModuleConfig object])` has been
+deprecated``; with ``log_to_driver`` on, every prelearner actor printed
+``DeprecationWarning: `OfflinePreLearner(module_spec=..)` has been deprecated``; a script ending
+``algo.stop(); ray.shutdown()`` printed ``Exception ignored in: <generator object
+DataIterator._iter_batches...>`` and a traceback at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT, run_cli
+
+pytestmark = pytest.mark.slow
+
+BAD = re.compile(
+    r"\bERROR\b|^\[[^\]]* E \d+ \d+\]|Traceback|Exception ignored|RuntimeError|DeprecationWarning|deprecated",
+    re.IGNORECASE,
+)
+"""An error-level Python or C++ (``[time E pid tid] file.cc``) log line, a traceback, a
+deprecation warning."""
+
+
+def bad_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if BAD.search(line)]
+
+
+def test_bad_lines_catches_what_was_seen():
+    seen = (
+        "[2026-11-25 23:30:03,996 E 7129 7129] core_worker.cc:2465: Actor with class name: ...\n"
+        "2026-11-25 23:30:03,750\tWARNING rl_module.py:463 -- DeprecationWarning: `RLModule(...)`\n"
+        "Exception ignored in: <generator object DataIterator._iter_batches.<locals>._create_iterator>\n"
+        "Traceback (most recent call last):\n"
+        "2026-11-25 23:32:41,012\tERROR tune.py:1035 -- Trials did not complete\n"
+        "    1       1.3262          -          -    2560   15.09       170        4653\n"
+    )
+    assert len(bad_lines(seen)) == 5
+
+
+def test_main_command_output_is_clean(tmp_path):
+    out = run_cli(
+        "train",
+        "--algo",
+        "bc",
+        "--data",
+        "sample_data/expert",
+        "--iterations",
+        "2",
+        "--num-learners",
+        "0",
+        "--updates-per-iteration",
+        "2",
+        "--batch-size",
+        "64",
+        "--eval-episodes",
+        "3",
+        "--checkpoint",
+        str(tmp_path / "bc"),
+        timeout=300,
+    )
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text
+    assert "normalized score" in out.stdout
+    assert bad_lines(text) == [], text
+    evaluated = run_cli("evaluate", "--checkpoint", str(tmp_path / "bc"), "--episodes", "3")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert bad_lines(evaluated.stdout + evaluated.stderr) == []
+
+
+SCRIPT = """
+import ray
+from ray.rllib.algorithms.bc import BCConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+import offline_graph
+
+ray.init(num_cpus=2, include_dashboard=False)
+config = (
+    BCConfig()
+    .offline_data(input_=["sample_data/expert"], input_read_episodes=True, dataset_num_iters_per_learner=2)
+    .training(train_batch_size_per_learner=64)
+    .learners(num_learners=0)
+    .rl_module(rl_module_spec=RLModuleSpec(module_class=offline_graph.GNNModule, model_config={"hidden": 8}))
+)
+algo = offline_graph.configure(config).build_algo()
+print("steps", algo.train()["learners"]["__all_modules__"]["num_env_steps_trained"])
+algo.stop()
+ray.shutdown()
+"""
+
+
+def test_stop_then_shutdown_prints_no_traceback():
+    """Local learner (num_learners=0), Ray's default log_to_driver: algo.stop() closes the
+    learner's Ray Data iterator, so nothing is finalized after ray.shutdown()."""
+    env = {k: v for k, v in os.environ.items() if k != "OFFLINE_GRAPH_DEBUG"}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "steps 128" in done.stdout
+    traces = re.compile("Traceback|RuntimeError|Exception ignored")
+    assert [line for line in done.stderr.splitlines() if traces.search(line)] == []
+    # with log_to_driver on, the prelearner actor's lines reach the driver: none is ours
+    assert "OfflinePreLearner(module_spec=..)" not in done.stderr + done.stdout
+
+
+FILTER = """
+import os, sys
+from offline_graph.cli.known_lines import hide_known_lines
+
+with hide_known_lines():
+    os.write(2, b"[t E 1 1] core_worker.cc:2465: Actor with class name: 'MapWorker(MapBatches(X))' "
+                b"and ID: '04' has constructor arguments in the object store and max_restarts > 0. If\\n")
+    print("kept from Python", file=sys.stderr)
+    os.write(2, b"WARNING rl_module.py:463 -- DeprecationWarning: `RLModule(config=[RLModuleConfig object])` "
+                b"has been deprecated. Use ...\\nkept from C")
+os.write(2, b"\\nafter\\n")
+"""
+
+
+def test_cli_filter_drops_only_the_known_lines():
+    """The offline-graph dispatcher's stderr filter: the two known lines go, the rest (also a
+    last line without its newline) is passed on in order, and stderr is restored after."""
+    done = subprocess.run(
+        [sys.executable, "-c", FILTER],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "kept from Python\nkept from C\nafter\n"
