@@ -16,6 +16,10 @@ torch)::
     GraphOfflinePreLearner       RLlib OfflinePreLearner for ragged graph episodes / rows
     GraphEnvRunner               RLlib SingleAgentEnvRunner for spaces.Graph envs (evaluation,
                                  recording; set by configure when the config has an env)
+    GraphMultiAgentEnvRunner     RLlib MultiAgentEnvRunner for graph-observing agents (evaluation
+                                 per module; set by configure for multi-agent configs with an env)
+    multi_agent_offline_config   an RLlib config for multi-agent episode files, one GNNModule
+                                 per module id with its own spaces
     configure_online(config)     PPO on a Graph env: GraphEnvRunner, GNNModule with a value
                                  head, GraphPPOTorchLearner (graph-aware learner connector)
     load_module_weights(algo, m) fine-tune: a trained module's weights into a built algorithm
@@ -58,6 +62,8 @@ _EXPORTS: dict[str, str] = {
     "GraphCQL": "offline_graph.rllib.value_algorithms",
     "GraphOfflinePreLearner": "offline_graph.rllib.prelearner",
     "GraphEnvRunner": "offline_graph.rllib.env_runner",
+    "GraphMultiAgentEnvRunner": "offline_graph.rllib.ma_env_runner",
+    "multi_agent_offline_config": "offline_graph.rllib.team_config",
     "configure_online": "offline_graph.rllib.online",
     "load_module_weights": "offline_graph.rllib.online",
     "GraphPPOTorchLearner": "offline_graph.rllib.ppo_learner",
@@ -117,6 +123,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.rllib.evaluation import evaluate_module, evaluate_policy, restore_module
     from offline_graph.rllib.ope import estimate_value
     from offline_graph.rllib.env_runner import GraphEnvRunner
+    from offline_graph.rllib.ma_env_runner import GraphMultiAgentEnvRunner
+    from offline_graph.rllib.team_config import multi_agent_offline_config
     from offline_graph.rllib.gnn_module import GNNModule
     from offline_graph.rllib.online import configure_online, load_module_weights
     from offline_graph.rllib.ppo_learner import GraphPPOTorchLearner
@@ -149,6 +157,8 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "GraphCQL",
     "GraphOfflinePreLearner",
     "GraphEnvRunner",
+    "GraphMultiAgentEnvRunner",
+    "multi_agent_offline_config",
     "configure_online",
     "load_module_weights",
     "GraphPPOTorchLearner",

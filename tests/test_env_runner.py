@@ -130,14 +130,14 @@ def test_pipeline_edits_and_module_to_env_round_trip():
     assert [type(p).__name__ for p in to_module.connectors] == [
         "GraphObservationsToDicts",
         "AddObservationsFromEpisodesToBatch",
-        "AddTimeDimToBatchAndZeroPad",
-        "AddStatesFromEpisodesToBatch",
+        "AddStatesFromEpisodesToBatch",  # RLlib's time rank taken out (memory: step layout)
         "BatchGraphObservations",
         "NumpyToTensor",
     ]
     assert [type(p).__name__ for p in to_env.connectors] == [
         "GetActions",
         "TensorToNumpy",
+        "SplitNodeStates",
         "UnBatchToIndividualItems",
         "RemoveSingleTsTimeRankFromBatch",
         "TrimChoiceOutputs",

@@ -272,27 +272,37 @@ def test_converted_rows_train_with_the_mapping_applied_at_read_time(ray_session,
         algo.stop()
 
 
-def test_multi_agent_config_with_env_evaluation_is_refused(ray_session, data_dir) -> None:
-    spec = MultiRLModuleSpec(
-        rl_module_specs={
-            m: RLModuleSpec(
-                module_class=offline_graph.GNNModule, observation_space=OBS[a], action_space=ACT[a]
+def test_multi_agent_config_with_env_evaluation_gets_graph_runner(ray_session, data_dir) -> None:
+    from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+
+    from offline_graph.rllib.ma_env_runner import GraphMultiAgentEnvRunner
+
+    def config(runner: type | None = None) -> BCConfig:
+        spec = MultiRLModuleSpec(
+            rl_module_specs={
+                m: RLModuleSpec(
+                    module_class=offline_graph.GNNModule, observation_space=OBS[a], action_space=ACT[a]
+                )
+                for m, a in (("letters", "a"), ("num", 7))
+            }
+        )
+        return (
+            BCConfig()
+            .environment("offline_graph/Team-v0")
+            .env_runners(env_runner_cls=runner)
+            .multi_agent(policies={"letters", "num"}, policy_mapping_fn=kind)
+            .rl_module(rl_module_spec=spec)
+            .offline_data(
+                input_=[data_dir], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner
             )
-            for m, a in (("letters", "a"), ("num", 7))
-        }
-    )
-    config = (
-        BCConfig()
-        .environment("offline_graph/Team-v0")
-        .multi_agent(policies={"letters", "num"}, policy_mapping_fn=kind)
-        .rl_module(rl_module_spec=spec)
-        .offline_data(input_=[data_dir], input_read_episodes=True, prelearner_class=GraphOfflinePreLearner)
-        .evaluation(evaluation_interval=1)
-    )
-    with pytest.raises(
-        ConfigError, match=r"evaluation_interval=...\) must be None for multi-agent configs \(found 1\)"
-    ):
-        offline_graph.configure(config)
+            .evaluation(evaluation_interval=1)
+        )
+
+    configured = offline_graph.configure(config())
+    assert configured.env_runner_cls is GraphMultiAgentEnvRunner
+    assert configured.evaluation_config == {"explore": False} and configured.num_cpus_per_env_runner == 0.25
+    with pytest.raises(ConfigError, match=r"must be offline_graph's GraphMultiAgentEnvRunner or a subclass"):
+        offline_graph.configure(config(MultiAgentEnvRunner))
 
 
 def test_no_env_no_config_spaces_trains_saves_and_restores(ray_session, data_dir, tmp_path) -> None:

@@ -237,8 +237,9 @@ def run(cfg: Config) -> dict[str, Any]:
     return res
 
 
-def load_mapping_fn(spec: str) -> Any:
-    """``module:function`` -> the policy mapping function (ConfigError if not importable)."""
+def load_mapping_fn(spec: str, who: str = "evaluate") -> Any:
+    """``module:function`` -> the policy mapping function (ConfigError if not importable;
+    ``who`` starts the message)."""
     import importlib
 
     module, _, name = spec.partition(":")
@@ -246,13 +247,13 @@ def load_mapping_fn(spec: str) -> Any:
         fn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as err:
         raise ConfigError(
-            f"evaluate: --policy-mapping must name an importable function module:function "
+            f"{who}: --policy-mapping must name an importable function module:function "
             f"(found {spec!r}: {type(err).__name__}: {err}). It is called as "
             "function(agent_id, episode) -> module_id."
         ) from None
     if not callable(fn):
         raise ConfigError(
-            f"evaluate: --policy-mapping must be callable (found {type(fn).__name__} for {spec!r}). "
+            f"{who}: --policy-mapping must be callable (found {type(fn).__name__} for {spec!r}). "
             "It is called as function(agent_id, episode) -> module_id."
         )
     return fn
@@ -279,9 +280,13 @@ def run_multi_agent(cfg: Config, env_name: str) -> dict[str, Any]:
     """:func:`run` for a MultiAgentEnv: every module of the checkpoint (or ``--policy``)."""
     from offline_graph.rllib import ma_evaluation as ma
 
-    mapping = load_mapping_fn(cfg.policy_mapping) if cfg.policy_mapping else None
+    # The mapping: --policy-mapping, else the one `train --multi-agent` used (summary.json),
+    # else for its checkpoints the env's module_of (it recorded the module ids train used).
+    trained = _summary(cfg.checkpoint).get("config", {})
+    spec = cfg.policy_mapping or trained.get("policy_mapping")
     t = time.perf_counter()
     env = ma.make_multi_agent_env(env_name, cfg.env_config)
+    mapping = load_mapping_fn(spec) if spec else (ma.env_mapping(env) if trained.get("multi_agent") else None)
     try:
         if cfg.checkpoint is not None:
             modules = ma.restore_modules(cfg.checkpoint)

@@ -1,5 +1,8 @@
 """Train BC or MARWIL on recorded graph episodes (or converted rows), then evaluate (CleanRL style).
 
+Multi-agent episode files train with ``--multi-agent`` (one module per module id):
+:mod:`offline_graph.cli.ma_train`.
+
 Usage::
 
     offline-graph train --algo bc --data sample_data/expert --iterations 20 \\
@@ -58,6 +61,7 @@ from offline_graph.cli.train_config import (
     data_metadata,
     quiet_ray_data,
 )
+from offline_graph.cli.ma_train import check_flags
 from offline_graph.cli.train_resume import identity, resume_point, save_progress
 from offline_graph.cli.train_report import (
     SideSampler,
@@ -98,6 +102,7 @@ def check_config(cfg: Config) -> None:
             ">= 2 with --num-learners 0 (>= 1 otherwise)",
             "RLlib's single-batch path cannot apply the graph collate function.",
         )
+    check_flags(cfg)
     if not storage.exists(cfg.data):
         raise bad("data", "an existing file or directory", "Record data with offline-graph record.")
 
@@ -136,6 +141,18 @@ def run(cfg: Config) -> dict[str, Any]:
         raise ConfigError(
             f"train: --data must contain Parquet files (found none under {cfg.data!r}). "
             "Record episodes with `offline-graph record --output DIR`."
+        )
+    if cfg.multi_agent:
+        from offline_graph.cli import ma_train
+
+        return ma_train.run(cfg, scan)
+    from offline_graph.data.ma_stats import is_multi_agent_data
+
+    if is_multi_agent_data(files, scan.metadata or {}):
+        raise ConfigError(
+            f"train: --data must hold single-agent episodes without --multi-agent (found "
+            f"multi-agent episode files under {cfg.data!r}). Pass --multi-agent (one module per "
+            "module id; see offline-graph train --help)."
         )
     meta = data_metadata(files)
     spaces = resolve_spaces(

@@ -126,6 +126,27 @@ class Config:
     """torch intra-op threads of this process, where the local learner (--num-learners 0)
     and the evaluation run (0 leaves torch's default). Batches are small; on a shared 2-CPU
     machine two spinning threads per process made iterations up to ~8x slower."""
+    multi_agent: bool = False
+    """Multi-agent episode files (offline-graph record of an RLlib MultiAgentEnv): one GNN
+    module per module id, each with the spaces of its agents (the metadata's agent_spaces, or
+    --module-spaces); see offline_graph.cli.ma_train."""
+    policy_mapping: str | None = None
+    """With --multi-agent: module:function mapping an agent id to a module id (RLlib's
+    policy_mapping_fn(agent_id, episode, **kw)); default: the module ids recorded with the
+    agents (else default_policy)."""
+    modules: list[str] | None = None
+    """With --multi-agent: the module ids to build (a,b or a b; default: every module the
+    data's agents map to)."""
+    train_modules: list[str] | None = None
+    """With --multi-agent: the module ids to train (RLlib's policies_to_train; default: all)."""
+    eval_interval: int = field(default=0, metadata=bounded(0, hint="0 evaluates only at the end."))
+    """With --multi-agent and an env: RLlib's own evaluation every K iterations
+    (config.evaluation(evaluation_interval=K), --eval-episodes greedy episodes on
+    GraphMultiAgentEnvRunner); each module's return per evaluated iteration goes into the
+    history (eval_return) and the curve."""
+    module_spaces: dict = field(default_factory=dict)
+    """With --multi-agent: per-module spaces as a JSON object {module_id: {"observation_space":
+    text, "action_space": text}} (default: from the spaces of the agents mapped to it)."""
 
 
 def data_metadata(files: list[str]) -> dict[str, Any]:
@@ -137,14 +158,28 @@ def data_metadata(files: list[str]) -> dict[str, Any]:
 
 def build_config(cfg: Config, kind: str, observation_space: Any, action_space: Any) -> Any:
     """The configured BCConfig / MARWILConfig for ``cfg`` (via ``offline_graph.configure``)."""
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from offline_graph.rllib.gnn_module import GNNModule
+
+    config, model_config = algo_config(cfg)
+    config = (
+        config.environment(observation_space=observation_space, action_space=action_space)
+        .offline_data(input_=[cfg.data], input_read_episodes=(kind == "episodes"))
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config=model_config))
+    )
+    return configure(cfg, config)
+
+
+def algo_config(cfg: Config) -> tuple[Any, dict[str, Any]]:
+    """The unconfigured RLlib config of ``cfg`` (algorithm, training, learners, seed, updates
+    per iteration, ``GraphOfflinePreLearner``; no data, spaces or modules yet) and the
+    ``model_config`` of its GNN module(s)."""
     from ray.rllib.algorithms.bc import BCConfig
     from ray.rllib.algorithms.cql import CQLConfig
     from ray.rllib.algorithms.iql import IQLConfig
     from ray.rllib.algorithms.marwil import MARWILConfig
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    import offline_graph
-    from offline_graph.rllib.gnn_module import GNNModule
     from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 
     model_config: dict[str, Any] = {
@@ -169,18 +204,21 @@ def build_config(cfg: Config, kind: str, observation_space: Any, action_space: A
     if cfg.algo == "cql":
         training["min_q_weight"] = 1.0 if cfg.cql_alpha is None else cfg.cql_alpha
     config = (
-        config.environment(observation_space=observation_space, action_space=action_space)
-        .offline_data(
-            input_=[cfg.data],
-            input_read_episodes=(kind == "episodes"),
+        config.offline_data(
             prelearner_class=GraphOfflinePreLearner,
             dataset_num_iters_per_learner=cfg.updates_per_iteration,
         )
         .training(**training)
         .learners(num_learners=cfg.num_learners, num_gpus_per_learner=cfg.num_gpus_per_learner)
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config=model_config))
         .debugging(seed=cfg.seed)
     )
+    return config, model_config
+
+
+def configure(cfg: Config, config: Any) -> Any:
+    """``offline_graph.configure(config)`` with ``cfg``'s error mode, seed and holdout."""
+    import offline_graph
+
     return offline_graph.configure(
         config,
         on_error=cfg.on_error,

@@ -87,12 +87,15 @@ def _num(value: Any) -> float | None:
         return None
 
 
-def iteration_record(result: dict, seconds: float, iteration: int) -> dict[str, Any]:
-    """The numbers of one ``algo.train()`` result that the run prints and stores."""
+def iteration_record(
+    result: dict, seconds: float, iteration: int, module_id: str | None = None
+) -> dict[str, Any]:
+    """The numbers of one ``algo.train()`` result that the run prints and stores (the losses
+    of ``module_id``, default RLlib's single module)."""
     from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
 
     learners = result.get("learners", {})
-    mod = learners.get(DEFAULT_MODULE_ID, {})
+    mod = learners.get(module_id or DEFAULT_MODULE_ID, {})
     allm = learners.get(ALL_MODULES, {})
     steps = _num(allm.get("num_env_steps_trained"))
     rec = {
@@ -115,7 +118,8 @@ def fmt(v: float | None, spec: str = ".4f") -> str:
 
 
 def save_curve(path: str, history: list[dict[str, Any]], title: str) -> None:
-    """Loss per iteration (policy loss; value loss in a second panel when present)."""
+    """Loss per iteration (policy loss; value loss in a second panel when present; the RLlib
+    evaluation return of records with ``eval_return`` in a last panel)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -124,9 +128,14 @@ def save_curve(path: str, history: list[dict[str, Any]], title: str) -> None:
 
     its = [h["iteration"] for h in history]
     has_vf = any(h.get("vf_loss") is not None for h in history)
-    fig, axes = plt.subplots(1, 2 if has_vf else 1, figsize=(10 if has_vf else 6, 4))
+    evals = [(h["iteration"], h["eval_return"]) for h in history if h.get("eval_return") is not None]
+    panels = 1 + has_vf + bool(evals)
+    fig, axes = plt.subplots(1, panels, figsize=(4 + 4 * panels, 4))
     axes = np.atleast_1d(axes)
     nan = float("nan")
+    if evals:
+        axes[-1].plot(*zip(*evals), marker="o", color="tab:green")
+        axes[-1].set(xlabel="iteration", ylabel="evaluation return", title="RLlib evaluation")
     axes[0].plot(
         its, [h["policy_loss"] if h["policy_loss"] is not None else nan for h in history], marker="o"
     )

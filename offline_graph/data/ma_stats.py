@@ -35,7 +35,13 @@ from offline_graph.data.errors import (
 )
 from offline_graph.data.files import read_episode_table
 from offline_graph.data.format import read_file_metadata
-from offline_graph.data.multi_agent import AgentEpisode, decode_multi_agent, is_multi_agent, unpack
+from offline_graph.data.multi_agent import (
+    AgentEpisode,
+    MultiAgentRaw,
+    decode_multi_agent,
+    is_multi_agent,
+    unpack,
+)
 from offline_graph.data.reader import OnError, ReadStats, spec_from_spaces
 from offline_graph.data.space_text import infer_spaces, parse_space, space_text
 from offline_graph.data.validation import EpisodeSpec
@@ -85,10 +91,11 @@ def is_multi_agent_data(files: Sequence[str], metadata: dict[str, Any]) -> bool:
         return False
 
 
-def _sample(files: Sequence[str]) -> tuple[dict[str, list[Any]], int, int]:
-    """Raw steps per agent key of up to INFER_EPISODES decodable episodes; (by agent, episodes, files)."""
-    by_agent: dict[str, list[Any]] = {}
-    episodes = used_files = 0
+def sample_episodes(files: Sequence[str]) -> tuple[list[MultiAgentRaw], int]:
+    """Up to INFER_EPISODES decodable episodes of the first INFER_FILES files (undecodable
+    rows are skipped: validation names and counts them later); (episodes, files read)."""
+    out: list[MultiAgentRaw] = []
+    used_files = 0
     for path in files[:INFER_FILES]:
         used_files += 1
         with storage.open_input_file(path) as fh:
@@ -96,15 +103,22 @@ def _sample(files: Sequence[str]) -> tuple[dict[str, list[Any]], int, int]:
             for batch in reader.iter_batches(batch_size=INFER_EPISODES, columns=["item"]):
                 for item in batch.column(0).to_pylist():
                     try:
-                        ma = decode_multi_agent(unpack(item, path), path)
-                    except OfflineGraphError:  # validation names and counts it later
+                        out.append(decode_multi_agent(unpack(item, path), path))
+                    except OfflineGraphError:
                         continue
-                    episodes += 1
-                    for agent in ma.agents:
-                        by_agent.setdefault(str(agent.agent_id), []).append(agent.raw)
-                    if episodes >= INFER_EPISODES:
-                        return by_agent, episodes, used_files
-    return by_agent, episodes, used_files
+                    if len(out) >= INFER_EPISODES:
+                        return out, used_files
+    return out, used_files
+
+
+def _sample(files: Sequence[str]) -> tuple[dict[str, list[Any]], int, int]:
+    """Raw steps per agent key of :func:`sample_episodes`; (by agent, episodes, files)."""
+    episodes, used_files = sample_episodes(files)
+    by_agent: dict[str, list[Any]] = {}
+    for ma in episodes:
+        for agent in ma.agents:
+            by_agent.setdefault(str(agent.agent_id), []).append(agent.raw)
+    return by_agent, len(episodes), used_files
 
 
 def resolve_agent_spaces(files: Sequence[str], metadata: dict[str, Any], who: str) -> AgentSpaces:

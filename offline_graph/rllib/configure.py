@@ -66,7 +66,7 @@ from offline_graph.rllib.value_configure import (
     value_settings,
 )
 from offline_graph.rllib.collate_fn import GraphCollateFn
-from offline_graph.rllib.env_setup import configure_env, eval_runner_cpus
+from offline_graph.rllib.env_setup import configure_env, configure_multi_agent_env, eval_runner_cpus
 from offline_graph.rllib.resources import apply_plan, cluster_size, plan_resources
 from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 from offline_graph.rllib.ope_runner import offline_evaluation_settings
@@ -105,15 +105,8 @@ def configure(
         return configure_online(config)
     algo_class = graph_algo_class(cfg.algo_class)
     kind = value_kind(algo_class)
-    if not cfg.is_multi_agent:
-        configure_env(cfg)  # with an env: its spaces, GraphEnvRunner, eval settings (rllib/env_setup.py)
-    elif cfg.env and cfg.evaluation_interval:
-        raise ConfigError(
-            "configure: evaluation(evaluation_interval=...) must be None for multi-agent configs "
-            f"(found {cfg.evaluation_interval}). Our EnvRunners evaluate single-agent Graph envs; "
-            "evaluate multi-agent modules with offline_graph.evaluate_multi_agent_module(...) or "
-            "offline-graph evaluate --policy-mapping module:function."
-        )
+    # With an env: its spaces, GraphEnvRunner / GraphMultiAgentEnvRunner, eval settings (env_setup.py)
+    (configure_multi_agent_env if cfg.is_multi_agent else configure_env)(cfg)
     problems: list[str] = []
     check_fraction(holdout, "configure")
     scan = scan_files(cfg.input_, on_error) if on_error in ("raise", "skip") else None
@@ -253,7 +246,7 @@ def _policy_spaces_from_modules(cfg: Any) -> None:
     policy's spaces from its ``PolicySpec`` and refuses a config without spaces; fill both from
     the modules' ``RLModuleSpec``s (where the user gave them; checked after)."""
     subs = _sub_specs(cfg)
-    if subs is None or cfg.observation_space is not None or cfg.env:
+    if subs is None or cfg.observation_space is not None:
         return
     from ray.rllib.policy.policy import PolicySpec
 
@@ -269,8 +262,8 @@ def _policy_spaces_from_modules(cfg: Any) -> None:
             )
         policies[pid] = pspec
     cfg.multi_agent(policies=policies)
-    if any(sub.observation_space is None or sub.action_space is None for sub in subs.values()):
-        return  # module_spaces() names the module that lacks them
+    if cfg.env or any(sub.observation_space is None or sub.action_space is None for sub in subs.values()):
+        return  # an env has its own spaces; module_spaces() names a module that lacks them
     # RLlib refuses a config without spaces (and without an env); ours reads each module's
     # spaces from its spec, so the config's are the modules' (keyed by module id).
     cfg.environment(

@@ -10,16 +10,21 @@ pipeline in place into::
                                GraphInstance) becomes our graph dict, with the action mask
                                from the step's info; written back into the episode
     [user pieces]              see graph dicts
-    AddObservationsFromEpisodesToBatch, AddTimeDim..., AddStates...   (RLlib's, unchanged)
+    AddObservationsFromEpisodesToBatch, AddStates...   (RLlib's, unchanged; RLlib's
+                               AddTimeDimToBatchAndZeroPad is taken out: memory modules act
+                               in the step layout, see :mod:`offline_graph.rllib.env_states`)
     BatchGraphObservations     instead of BatchIndividualItems: one PyG batch of all
                                observations (the learner's layout, see
-                               :mod:`offline_graph.data.collate`), other columns as before
+                               :mod:`offline_graph.data.collate`), memory modules' STATE_IN
+                               batched by :func:`~offline_graph.rllib.env_states.batch_states`,
+                               other columns as before
     NumpyToTensor              (RLlib's, unchanged)
 
 The module-to-env side needs no change to work: the module's ``ACTION_DIST_INPUTS`` are
 ``[B, M]`` (batch first) and ``GetActions`` samples them through the module's distribution
-class (greedy with ``explore=False``). :func:`graph_module_to_env` adds one piece,
-:class:`TrimChoiceOutputs`, so node / edge selection episodes store each step's
+class (greedy with ``explore=False``). :func:`graph_module_to_env` adds
+:class:`~offline_graph.rllib.env_states.SplitNodeStates` (each episode's own ``node_gru``
+state) and :class:`TrimChoiceOutputs`, so node / edge selection episodes store each step's
 distribution inputs unpadded (its own graph's ``N`` / ``E`` entries, not the batch's ``M``).
 """
 
@@ -29,6 +34,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from ray.rllib.connectors.common.add_time_dim_to_batch_and_zero_pad import AddTimeDimToBatchAndZeroPad
 from ray.rllib.connectors.common.batch_individual_items import BatchIndividualItems
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.connectors.connector_v2 import ConnectorV2
@@ -44,6 +50,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict, graph_to_dict, space_sizes
 from offline_graph.data.spaces import selection_level
 from offline_graph.env.making import DEFAULT_MASK_KEY
+from offline_graph.rllib.env_states import NODE_COUNTS, SplitNodeStates, batch_states, states_in_order
 
 
 def _edge_dim(space: Any, sample: Any = None) -> int | None:
@@ -118,16 +125,26 @@ class GraphObservationsToDicts(ConnectorV2):
         shared_data: dict | None = None,
         **kwargs: Any,
     ) -> Any:
-        action_space = self.input_action_space or getattr(rl_module, "action_space", None)
-        key = self.mask_key if selection_level(action_space) is not None else None
-        space = self.input_observation_space or getattr(rl_module, "observation_space", None)
+        action_spaces = self.input_action_space or getattr(rl_module, "action_space", None)
+        spaces = self.input_observation_space or getattr(rl_module, "observation_space", None)
         for episode in self.single_agent_episode_iterator(episodes):
+            space = agent_space(spaces, episode)
+            level = selection_level(agent_space(action_spaces, episode))
             obs = episode.get_observations(-1)
             infos = episode.get_infos(-1)
-            new = as_graph_dict(obs, infos, _edge_dim(space, obs), key)
+            new = as_graph_dict(obs, infos, _edge_dim(space, obs), self.mask_key if level else None)
             if new is not obs:
                 episode.set_observations(at_indices=-1, new_data=new)
         return batch
+
+
+def agent_space(space: Any, episode: Any) -> Any:
+    """The space of ``episode``'s agent in a multi-agent ``Dict`` keyed by agent id (the
+    EnvRunner's input spaces); any other space as it is."""
+    aid = getattr(episode, "agent_id", None)
+    if isinstance(space, gym.spaces.Dict) and aid is not None and aid in space.spaces:
+        return space[aid]
+    return space
 
 
 def graph_batch(
@@ -172,6 +189,8 @@ class BatchGraphObservations(BatchIndividualItems):
         **kwargs: Any,
     ) -> Any:
         obs = batch.pop(Columns.OBS, None)
+        states = batch.pop(Columns.STATE_IN, None) if obs is not None else None
+        per_module = _pop_module_obs(rl_module, batch) if getattr(self, "_multi_agent", False) else {}
         batch = super().__call__(
             rl_module=rl_module,
             batch=batch,
@@ -180,6 +199,11 @@ class BatchGraphObservations(BatchIndividualItems):
             shared_data=shared_data,
             **kwargs,
         )
+        for mid, graphs in per_module.items():
+            module = rl_module[mid]
+            edge_dim = _edge_dim(getattr(module, "observation_space", None), graphs[0] if graphs else None)
+            level = selection_level(getattr(module, "action_space", None))
+            batch[mid][Columns.OBS] = graph_batch(graphs, edge_dim, level)
         if obs is None:
             return batch
         graphs, order = graphs_in_order(obs)
@@ -189,7 +213,23 @@ class BatchGraphObservations(BatchIndividualItems):
         action_space = self.input_action_space or getattr(rl_module, "action_space", None)
         edge_dim = _edge_dim(space, graphs[0] if graphs else None)
         batch[Columns.OBS] = graph_batch(graphs, edge_dim, selection_level(action_space))
+        if states is not None:  # memory modules (offline_graph.rllib.env_states)
+            counts = [int(np.shape(g["x"])[0]) for g in graphs]
+            batch[Columns.STATE_IN] = batch_states(states_in_order(states), counts)
+            if shared_data is not None:
+                shared_data[NODE_COUNTS] = counts
         return batch
+
+
+def _pop_module_obs(rl_module: Any, batch: dict[str, Any]) -> dict[str, list[GraphDict]]:
+    """Multi-agent batches (after RLlib's ``AgentToModuleMapping``, ``{module_id: {column:
+    [item, ...]}}``): each module's ``obs`` list, taken out (batched per module's spaces)."""
+    out = {}
+    modules = set(rl_module.keys()) if hasattr(rl_module, "keys") else set()
+    for mid, columns in batch.items():
+        if mid in modules and isinstance(columns, dict) and isinstance(columns.get(Columns.OBS), list):
+            out[mid] = columns.pop(Columns.OBS)
+    return out
 
 
 class TrimChoiceOutputs(ConnectorV2):
@@ -231,6 +271,8 @@ def graph_env_to_module(pipeline: ConnectorPipelineV2, mask_key: str | None = DE
     ``BatchIndividualItems`` (defaults turned off) keeps its own batching."""
     if not any(isinstance(p, GraphObservationsToDicts) for p in pipeline.connectors):
         pipeline.prepend(GraphObservationsToDicts(mask_key=mask_key))
+    if any(type(p) is AddTimeDimToBatchAndZeroPad for p in pipeline.connectors):
+        pipeline.remove(AddTimeDimToBatchAndZeroPad)  # memory modules act in the step layout
     for piece in list(pipeline.connectors):
         if type(piece) is BatchIndividualItems:
             multi_agent = bool(getattr(piece, "_multi_agent", False))
@@ -244,6 +286,7 @@ def graph_module_to_env(pipeline: ConnectorPipelineV2) -> None:
     types = [type(p) for p in pipeline.connectors]
     if TrimChoiceOutputs in types or UnBatchToIndividualItems not in types:
         return
+    pipeline.insert_before(UnBatchToIndividualItems, SplitNodeStates())
     if NormalizeAndClipActions in types:
         pipeline.insert_before(NormalizeAndClipActions, TrimChoiceOutputs())
     else:

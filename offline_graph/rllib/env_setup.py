@@ -8,7 +8,9 @@ setting                          value and why
 ``action_space``                 EnvRunners build theirs); given ones must agree with the
                                  env's (compared by compact text, ``graph:F=16,D=2``)
 ``env_runner_cls``               :class:`~offline_graph.rllib.env_runner.GraphEnvRunner`
-                                 (``GraphOfflineEnvRunner`` with ``offline_data(output=...)``):
+                                 (``GraphOfflineEnvRunner`` with ``offline_data(output=...)``;
+                                 multi-agent configs: :class:`~offline_graph.rllib.
+                                 ma_env_runner.GraphMultiAgentEnvRunner`, spaces untouched):
                                  RLlib's own runner cannot step a ``spaces.Graph`` env. A
                                  user class must derive from it
 ``num_cpus_per_env_runner``      0.25 when left at RLlib's 1: on a 2-CPU machine one
@@ -48,8 +50,6 @@ def configure_env(cfg: Any) -> None:
     config without ``env`` is left as it is."""
     if not cfg.env:
         return
-    from ray.rllib.offline.offline_env_runner import OfflineSingleAgentEnvRunner
-
     from offline_graph.rllib.env_runner import GraphEnvRunner, GraphOfflineEnvRunner, make_single_env
 
     env = make_single_env(cfg)
@@ -74,16 +74,40 @@ def configure_env(cfg: Any) -> None:
         observation_space=given["observation"] or obs_space,
         action_space=given["action"] or act_space,
     )
-    want = GraphOfflineEnvRunner if cfg.output else GraphEnvRunner
+    _set_runner(cfg, GraphOfflineEnvRunner if cfg.output else GraphEnvRunner, GraphEnvRunner)
+
+
+def configure_multi_agent_env(cfg: Any) -> None:
+    """:func:`configure_env` for a multi-agent config with an env: ``GraphMultiAgentEnvRunner``
+    (its spaces are the env's per-agent spaces, each module keeps its own spec's), the runner
+    CPUs and greedy evaluation. Recording multi-agent episodes with RLlib's runners is not
+    supported (``offline-graph record`` writes them)."""
+    if not cfg.env:
+        return
+    from offline_graph.rllib.ma_env_runner import GraphMultiAgentEnvRunner
+
+    if cfg.output:
+        raise ConfigError(
+            "configure: offline_data(output=...) must be None for multi-agent configs (found "
+            f"{cfg.output!r}). Record multi-agent episodes with offline-graph record."
+        )
+    _set_runner(cfg, GraphMultiAgentEnvRunner, GraphMultiAgentEnvRunner)
+
+
+def _set_runner(cfg: Any, want: type, base: type) -> None:
+    """``env_runner_cls`` ``want`` (a user class must derive from ``base``), 0.25 CPUs per
+    runner when left at RLlib's 1, greedy evaluation unless ``explore`` is given."""
+    from ray.rllib.offline.offline_env_runner import OfflineSingleAgentEnvRunner
+
     current = cfg.env_runner_cls
     if current is None:
         cfg.env_runners(env_runner_cls=want)
-    elif not (isinstance(current, type) and issubclass(current, GraphEnvRunner)):
+    elif not (isinstance(current, type) and issubclass(current, base)):
         raise ConfigError(
             "configure: config.env_runners(env_runner_cls=...) must be offline_graph's "
-            f"GraphEnvRunner or a subclass (found {getattr(current, '__name__', current)}). "
+            f"{base.__name__} or a subclass (found {getattr(current, '__name__', current)}). "
             "RLlib's runners cannot step a spaces.Graph env; derive yours from "
-            "offline_graph.rllib.env_runner.GraphEnvRunner."
+            f"{base.__module__}.{base.__name__}."
         )
     elif cfg.output and not issubclass(current, OfflineSingleAgentEnvRunner):
         raise ConfigError(

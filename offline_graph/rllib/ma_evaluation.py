@@ -101,6 +101,16 @@ def _mapper(
     return mapped
 
 
+def env_mapping(env: Any) -> MappingFn | None:
+    """The mapping the recording used when no ``policy_mapping_fn`` is given: the env's
+    ``module_of(agent_id)`` (the module id recorded with each agent, see
+    :mod:`offline_graph.jobs.ma_recording`), else None."""
+    fn = getattr(getattr(env, "unwrapped", env), "module_of", None)
+    if not callable(fn):
+        return None
+    return lambda agent_id, *_args, **_kw: str(fn(agent_id))
+
+
 # --------------------------------------------------------------------------- tally
 class _MATally:
     def __init__(self, episodes: int):

@@ -22,6 +22,16 @@ from offline_graph.data.graph import GraphDict
 NODE_STATE = "node_h"
 
 
+def align_node_state(prev: Any, n: int) -> Any:
+    """An episode's previous ``node_h`` rows ``[N', H]`` for a graph of ``n`` nodes: kept when
+    ``N' == n`` (nodes keep their index), else zeros ``[n, H]`` (torch or numpy, as given)."""
+    if prev.shape[0] == n:
+        return prev
+    if isinstance(prev, np.ndarray):
+        return np.zeros((n, prev.shape[1]), dtype=prev.dtype)
+    return prev.new_zeros((n, prev.shape[1]))
+
+
 def is_stateful(module: Any) -> bool:
     """True for modules that keep a state between steps (RLlib's ``is_stateful``)."""
     check = getattr(module, "is_stateful", None)
@@ -47,13 +57,10 @@ class StepStates:
         keys = self.states[slots[0]].keys()
         for key in keys:
             if key == NODE_STATE:
-                parts = []
-                for slot, obs in zip(slots, observations):
-                    prev = self.states[slot][key]
-                    n = int(np.shape(obs["x"])[0])
-                    parts.append(
-                        prev if prev.shape[0] == n else torch.zeros((n, prev.shape[1]), dtype=prev.dtype)
-                    )
+                parts = [
+                    align_node_state(self.states[slot][key], int(np.shape(obs["x"])[0]))
+                    for slot, obs in zip(slots, observations)
+                ]
                 out[key] = torch.cat(parts).to(device)
             else:
                 out[key] = torch.stack([self.states[s][key] for s in slots]).to(device)
