@@ -15,6 +15,7 @@ deep nesting), then packed again.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -25,6 +26,7 @@ from typing import Any, Iterator
 import msgpack
 import msgpack_numpy as mnp
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -54,6 +56,26 @@ PEAK_BYTES = 64 << 20
 """Bound on the memory one example allocates (tracemalloc, numpy buffers included)."""
 
 
+TALLY: dict[str, Any] = {"peak": 0, "slowest": 0.0}
+"""Per reader (test name): damaged inputs read; over all: the largest peak and slowest block."""
+
+
+def count(reader: str, inputs: int = 1) -> None:
+    TALLY[reader] = TALLY.get(reader, 0) + inputs
+
+
+@pytest.fixture(scope="module", autouse=False)
+def fuzz_report() -> Iterator[None]:
+    """Appends the module's :data:`TALLY` as a JSON line to ``$FUZZ_REPORT`` (the long run)."""
+    yield
+    target = os.environ.get("FUZZ_REPORT")
+    if target:
+        with open(target, "a") as fh:
+            fh.write(json.dumps({"profile": PROFILE, **TALLY}) + "\n")
+    TALLY.clear()
+    TALLY.update(peak=0, slowest=0.0)
+
+
 class Overrun(Exception):
     """An example ran past :data:`SECONDS` (a reader looping over a declared size)."""
 
@@ -79,6 +101,8 @@ def bounded(seconds: float = SECONDS, peak: int = PEAK_BYTES) -> Iterator[dict[s
         out["peak"] = tracemalloc.get_traced_memory()[1]
         out["seconds"] = time.perf_counter() - start
         tracemalloc.stop()
+        TALLY["peak"] = max(TALLY["peak"], out["peak"])
+        TALLY["slowest"] = max(TALLY["slowest"], out["seconds"])
     assert out["peak"] < peak, f"example allocated {out['peak']} bytes (bound {peak})"
 
 

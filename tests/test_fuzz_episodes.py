@@ -26,8 +26,10 @@ from tests.fuzz import (
     absurd_array,
     bounded,
     buffer,
+    count,
     damaged,
     episode_state,
+    fuzz_report,
     multi_row,
     nested,
     pack,
@@ -49,6 +51,7 @@ class _Exec:
 
 
 GOOD = ("good-0", "good-1")
+pytestmark = pytest.mark.usefixtures(fuzz_report.__name__)
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +149,7 @@ _PAYLOAD = pickle.dumps(_Exec("import tests.test_fuzz_episodes as m; m.PWNED.app
 def test_fuzzed_single_agent_rows(path, row):
     rows = [single_row(GOOD[0], seed=5), row, single_row(GOOD[1], seed=6)]
     check_contract(_single, rows, path, good_steps=3)
+    count("single-agent episode rows")
     assert not PWNED
 
 
@@ -157,6 +161,7 @@ def test_fuzzed_single_agent_rows(path, row):
 def test_fuzzed_multi_agent_rows(path, row):
     rows = [multi_row(GOOD[0], seed=5), row, multi_row(GOOD[1], seed=6)]
     check_contract(_multi, rows, path, good_steps=2 * 2)  # 2 agents x 2 steps
+    count("multi-agent episode rows")
 
 
 def _stacked_state(eid: str, x: dict, ei: dict) -> dict:

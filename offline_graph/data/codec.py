@@ -91,7 +91,7 @@ def decode_map(obj: dict) -> Any:
         except (TypeError, ValueError):
             return obj
         _DTYPES[descr] = dtype
-    shape = obj.get(b"shape") if nd else ()
+    shape: Any = obj.get(b"shape") if nd else ()
     if dtype.hasobject or not fits(shape, descr, len(data)):
         return obj
     return np.ndarray(buffer=data, dtype=dtype, shape=shape) if nd else np.frombuffer(data, dtype)[0]
