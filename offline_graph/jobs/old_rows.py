@@ -105,9 +105,10 @@ def unpack_array(text: str | bytes, ctx: str) -> np.ndarray:
             f"(found {type(err).__name__}: {err}). The column is not RLlib-compressed.",
             reason="compressed_value",
         ) from err
-    if not isinstance(value, np.ndarray):
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+        found = f"{value.dtype} array" if isinstance(value, np.ndarray) else type(value).__name__
         raise SchemaError(
-            f"{ctx}: compressed value must be a numpy array (found {type(value).__name__}).",
+            f"{ctx}: compressed value must be a numpy array of numbers (found {found}).",
             reason="compressed_value",
         )
     return value

@@ -1,0 +1,185 @@
+"""Fuzzed ``offline-graph migrate`` inputs (the job in-process; Ray's modules are imported for
+the ``Repeated`` space, no Ray runtime starts): an intact old recording next to a damaged one
+(a value of another type, NaN / inf, an absurd length field, a cut or flipped file, a
+compressed ``obs`` whose pickle is damaged or not an array). Raise mode raises only our
+errors, naming the damaged file; skip mode writes every intact episode and counts every row
+(``rows_read = transitions + transitions_rejected`` when no file is rejected)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import shutil
+
+import lz4.frame
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from offline_graph.data.errors import OfflineGraphError
+from offline_graph.jobs.old_rows import unpack_array
+from tests.fuzz import FUZZ, VALUES, bounded, count, fuzz_report, mutate_bytes, nested
+from tests.migrate_data import OFF_X, make_recording, read_output, run, write_json_rows, write_parquet
+
+pytestmark = pytest.mark.usefixtures(fuzz_report.__name__)
+INTACT, INTACT_ROWS = make_recording(seed=1, episodes=3)
+_, ROWS = make_recording(seed=2, episodes=3)
+
+
+def packed(value) -> str:
+    """RLlib's ``compression.pack``: base64(lz4(pickle(value)))."""
+    return base64.b64encode(lz4.frame.compress(pickle.dumps(value))).decode("ascii")
+
+
+class _Exec:
+    def __reduce__(self):
+        return (exec, ("raise SystemExit('code in a row ran')",))
+
+
+PICKLES = [
+    b"not a pickle",
+    pickle.dumps(np.zeros(3, object)),  # an object array: Python objects inside
+    pickle.dumps(np.array(["a", "b"])),  # an array of text
+    pickle.dumps({"not": "an array"}),
+    pickle.dumps(_Exec()),
+]
+
+
+def _json_row(row: dict) -> dict:
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()}
+
+
+@st.composite
+def damaged_inputs(draw) -> tuple[str, list[dict] | bytes]:
+    """(format, rows or file bytes) of the damaged recording."""
+    rows = [_json_row(r) for r in ROWS]
+    fmt = draw(st.sampled_from(["json", "parquet", "packed"]))
+    i = draw(st.integers(0, len(rows) - 1))
+    if fmt == "packed":  # obs / new_obs compressed by RLlib: one pickled vector per row
+        for r in rows:
+            r["obs"], r["new_obs"] = packed(np.asarray(r["obs"])), packed(np.asarray(r["new_obs"]))
+        raw = pickle.dumps(np.asarray(ROWS[i]["obs"]))
+        if draw(st.booleans()):
+            raw = draw(st.sampled_from([*PICKLES, pickle.dumps(np.zeros((0, 0)))]))
+        if draw(st.booleans()):
+            raw = mutate_bytes(_data(draw), raw)
+        rows[i]["obs"] = base64.b64encode(lz4.frame.compress(raw)).decode("ascii")
+        return "json", rows
+    column = draw(st.sampled_from(sorted(rows[i])))
+    op = draw(st.sampled_from(["value", "value", "obs_entry", "bytes"]))
+    if op == "obs_entry":  # one entry of the padded vector: a length slot or a feature
+        column = draw(st.sampled_from(["obs", "new_obs"]))
+        at = draw(st.sampled_from([OFF_X, OFF_X + 1, 0, 1, len(rows[i][column]) - 1]))
+        rows[i][column][at] = draw(st.sampled_from([float("nan"), float("inf"), -1.0, 1e9, 0.5, 1e300]))
+    elif op == "value":
+        rows[i][column] = draw(VALUES)
+    else:
+        return fmt, mutate_bytes(_data(draw), _file_bytes(fmt, rows))
+    return fmt, rows
+
+
+class _data:
+    """``st.data()``'s ``draw(strategy, label=...)`` over a composite's ``draw``."""
+
+    def __init__(self, draw):
+        self._draw = draw
+
+    def draw(self, strategy, label=None):
+        return self._draw(strategy)
+
+
+def _file_bytes(fmt: str, rows: list[dict]) -> bytes:
+    path = f"/tmp/_fuzz_migrate_{os.getpid()}.{fmt}"
+    try:
+        if fmt == "parquet":
+            write_parquet(
+                [
+                    {
+                        **r,
+                        "obs": np.asarray(r["obs"], np.float32),
+                        "new_obs": np.asarray(r["new_obs"], np.float32),
+                    }
+                    for r in rows
+                ],
+                path,
+            )
+        else:
+            write_json_rows(rows, path)
+        return open(path, "rb").read()
+    finally:
+        os.remove(path)
+
+
+def write_damaged(directory: str, damaged: tuple[str, list[dict] | bytes]) -> str:
+    fmt, content = damaged
+    path = os.path.join(directory, f"b_damaged.{'parquet' if fmt == 'parquet' else 'json'}")
+    if isinstance(content, bytes):
+        open(path, "wb").write(content)
+        return path
+    if fmt == "parquet":
+        try:
+            vectors = [
+                {
+                    **r,
+                    "obs": np.asarray(r["obs"], np.float32),
+                    "new_obs": np.asarray(r["new_obs"], np.float32),
+                }
+                for r in content
+            ]
+            return write_parquet(vectors, path)
+        except Exception:  # the writer refuses the value: write the rows as JSON lines instead
+            path = path.replace(".parquet", ".json")
+    with open(path, "w") as fh:
+        for r in content:
+            fh.write(json.dumps(r, default=repr) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("fuzz_migrate")
+
+
+def check_migrate(root, damaged) -> OfflineGraphError | None:
+    inp, out = root / "in", root / "out"
+    shutil.rmtree(inp, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    inp.mkdir()
+    write_parquet(INTACT_ROWS, inp / "a_intact.parquet")
+    bad = write_damaged(str(inp), damaged)
+    raised = None
+    with bounded():
+        try:
+            run(inp, out)
+        except OfflineGraphError as err:  # anything else fails the test
+            raised = err
+    if raised is not None:
+        assert f"file {bad}" in str(raised), str(raised)
+    shutil.rmtree(out, ignore_errors=True)
+    with bounded():
+        report = run(inp, out, on_error="skip")
+    assert {e[0] for e in INTACT} <= set(read_output(str(out))), report  # every intact episode
+    if not report["files_rejected_by_reason"]:
+        assert report["rows_read"] == report["transitions"] + report["transitions_rejected"], report
+    if raised is None:
+        assert not report["rejected_by_reason"] and not report["files_rejected_by_reason"], report
+    return raised
+
+
+@settings(FUZZ, max_examples=max(FUZZ.max_examples // 4, 1))  # a migration run per example
+@given(damaged=damaged_inputs())
+@example(damaged=("json", [{**_json_row(r), "obs": nested(100)} for r in ROWS]))
+def test_fuzzed_migrate_inputs(root, damaged):
+    check_migrate(root, damaged)
+    count("migrate inputs")
+
+
+@pytest.mark.parametrize("raw", PICKLES, ids=range(len(PICKLES)))
+def test_numpy_only_unpickler_refuses_what_is_not_a_number_array(raw):
+    text = base64.b64encode(lz4.frame.compress(raw))
+    with pytest.raises(OfflineGraphError) as err:
+        unpack_array(text, "file f, column 'obs'")
+    assert err.value.reason == "compressed_value" and str(err.value).startswith("file f, column 'obs'")
