@@ -42,7 +42,7 @@ settings.register_profile(
     "long",
     derandomize=True,
     database=None,
-    max_examples=4000,
+    max_examples=2000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -210,7 +210,18 @@ DTYPES = st.sampled_from(
 )
 SHAPES = st.one_of(
     st.lists(st.integers(-2, 5), max_size=3),
-    st.sampled_from([[10**9, 3], [10**9], [2**31, 2**31], [2**62, 4], [-1, 3], [10**9, 2, 10**9]]),
+    st.sampled_from(
+        [
+            [10**9, 3],
+            [10**9],
+            [2**31, 2**31],
+            [2**62, 4],
+            [2**63, 3],
+            [3, 2**64 - 1],
+            [-1, 3],
+            [10**9, 2, 10**9],
+        ]
+    ),
     SCALARS,
 )
 

@@ -141,7 +141,7 @@ def map_array(value: Any) -> Any:
     if isinstance(value, dict) and value.get(b"nd") is True and isinstance(value.get(b"type"), str):
         try:
             return np.frombuffer(value[b"data"], dtype=value[b"type"]).reshape(value[b"shape"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             return value  # validation names what is wrong with it
     return value
 

@@ -58,7 +58,7 @@ def _shapes(maps: Sequence[Any], ndim: int, dtype: np.dtype) -> np.ndarray | Non
         return None
     try:
         out = np.asarray(shapes, dtype=np.int64)
-    except ValueError:  # ragged: shapes of different ranks
+    except (ValueError, OverflowError):  # ragged (shapes of different ranks), or beyond int64
         return None
     if out.shape != (len(maps), ndim):
         return None
@@ -99,7 +99,7 @@ def scalar_column(values: Any) -> np.ndarray:
                 if joined is not None:
                     return joined
         return np.asarray([decode_map(v) if isinstance(v, dict) else v for v in values])
-    except (ValueError, TypeError):  # ragged, undecodable, no dtype: no number column
+    except (ValueError, TypeError, OverflowError):  # ragged, undecodable, no dtype: no numbers
         return np.zeros((), object)
 
 
@@ -214,7 +214,7 @@ def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | N
                 edge_attr = _instance_features(list(map(_EDGES, obs)), edges[1], spec.edge_dim)
         xs = _shapes(xm, 2, _F32)
         ms = _shapes(mm, 1, _BOOL) if mm is not None else None
-    except (TypeError, KeyError, AttributeError, ValueError, IndexError):
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError, OverflowError):
         return None
     if xs is None or edges is None or edge_attr is False or (mm is not None and ms is None):
         return None
