@@ -12,10 +12,12 @@ import json
 import os
 import pickle
 import shutil
+import struct
 
 import lz4.frame
 import numpy as np
 import pytest
+import xxhash
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -48,6 +50,14 @@ PICKLES = [
 ]
 
 
+def forged_frame(content_size: int) -> bytes:
+    """An lz4 frame of a pickled array whose header claims ``content_size`` bytes."""
+    frame = bytearray(lz4.frame.compress(pickle.dumps(np.zeros(3)), store_size=True))
+    frame[6:14] = struct.pack("<Q", content_size)
+    frame[14] = (xxhash.xxh32(bytes(frame[4:14])).intdigest() >> 8) & 0xFF  # header checksum
+    return bytes(frame)
+
+
 def _json_row(row: dict) -> dict:
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()}
 
@@ -66,7 +76,10 @@ def damaged_inputs(draw) -> tuple[str, list[dict] | bytes]:
             raw = draw(st.sampled_from([*PICKLES, pickle.dumps(np.zeros((0, 0)))]))
         if draw(st.booleans()):
             raw = mutate_bytes(_data(draw), raw)
-        rows[i]["obs"] = base64.b64encode(lz4.frame.compress(raw)).decode("ascii")
+        frame = lz4.frame.compress(raw)
+        if draw(st.booleans()):
+            frame = forged_frame(draw(st.sampled_from([2**31, 10**10, 10**12, 1])))
+        rows[i]["obs"] = base64.b64encode(frame).decode("ascii")
         return "json", rows
     column = draw(st.sampled_from(sorted(rows[i])))
     op = draw(st.sampled_from(["value", "value", "obs_entry", "bytes"]))
@@ -175,6 +188,15 @@ def check_migrate(root, damaged) -> OfflineGraphError | None:
 def test_fuzzed_migrate_inputs(root, damaged):
     check_migrate(root, damaged)
     count("migrate inputs")
+
+
+@pytest.mark.parametrize("size", [2**31, 10**10, 10**12])
+def test_a_forged_lz4_header_allocates_nothing_it_claims(size):
+    """Found while fuzzing: ``lz4.frame.decompress`` allocated a frame's declared size first."""
+    text = base64.b64encode(forged_frame(size))
+    with bounded(seconds=5.0, peak=8 << 20), pytest.raises(OfflineGraphError) as err:
+        unpack_array(text, "file f, column 'obs'")
+    assert err.value.reason == "compressed_value"
 
 
 @pytest.mark.parametrize("raw", PICKLES, ids=range(len(PICKLES)))
