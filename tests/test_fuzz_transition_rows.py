@@ -16,7 +16,7 @@ from offline_graph.data.reader import read_transitions
 from offline_graph.data.row_checks import check_rows
 from offline_graph.data.transitions import Transitions, table_to_batch
 from offline_graph.data.validation import EpisodeSpec, values_ok
-from tests.fuzz import D, F, FUZZ, INTS, K, bounded, count, fuzz_report, single_row
+from tests.fuzz import D, F, FUZZ, INTS, K, bounded, count, episode_state, fuzz_report, pack, single_row
 
 SPEC = EpisodeSpec(F, D, K)
 pytestmark = pytest.mark.usefixtures(fuzz_report.__name__)
@@ -187,3 +187,23 @@ def test_intact_rows_and_their_known_damage():
     assert err is not None and err.reason == "edge_index_range" and "row 0" in str(err)
     err = read_rows(TABLE.drop_columns(["x"]))
     assert err is not None and err.reason == "schema" and "column 'x'" in str(err)
+
+
+def test_masked_rows_pass_and_a_mask_of_another_length_is_refused():
+    state = episode_state("masked")
+    for o in state["observations"]["data"]:
+        o["action_mask"] = np.ones(len(o["x"]), bool)
+    spec = EpisodeSpec(F, D, 8, action_level="node")
+    table = Transitions.concat(read_transitions([pack(state)], [None], spec, 0.9)).to_arrow()
+    assert "node_mask" in table.column_names and "final_node_mask" in table.column_names
+    assert read_rows(table) is None
+    mask = table.column("node_mask").combine_chunks()
+    lengths = np.diff(mask.offsets.to_numpy())
+    shifted = pa.ListArray.from_arrays(
+        pa.array(
+            np.r_[0, np.cumsum(lengths + np.r_[1, -1, np.zeros(len(lengths) - 2, int)])].astype(np.int32)
+        ),
+        mask.flatten(),
+    )
+    err = read_rows(table.set_column(table.column_names.index("node_mask"), "node_mask", shifted))
+    assert err is not None and err.reason == "schema" and "row 0" in str(err) and "list length" in str(err)
