@@ -9,13 +9,14 @@ from __future__ import annotations
 import pickle
 
 import msgpack
+import numpy as np
 import pytest
 from hypothesis import example, given
 
 from offline_graph.data.errors import GraphValidationError, OfflineGraphError
 from offline_graph.data.multi_agent import read_agent_episodes
 from offline_graph.data.reader import ReadStats, read_transitions
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.validation import EpisodeSpec, values_ok
 from tests.fuzz import (
     D,
     F,
@@ -62,6 +63,7 @@ def path(tmp_path_factory):
 
 def _single(rows, path, on_error, stats):
     parts = read_transitions(rows, [path] * len(rows), SPEC, 0.9, on_error=on_error, seen_ids={}, stats=stats)
+    assert all(values_ok(p.obs) and np.isfinite(p.rewards).all() for p in parts)  # what is kept is sound
     return [(i, int((p.episode_index == k).sum())) for p in parts for k, i in enumerate(p.episode_ids)]
 
 
@@ -71,6 +73,7 @@ def _route(agent_id, module_id, episode_id):
 
 def _multi(rows, path, on_error, stats):
     parts = read_agent_episodes(rows, [path] * len(rows), _route, on_error=on_error, seen_ids={}, stats=stats)
+    assert all(values_ok(p.episode.obs) and np.isfinite(p.episode.rewards).all() for p in parts)
     return [(p.episode.id, len(p.episode)) for p in parts]
 
 
@@ -143,6 +146,7 @@ _PAYLOAD = pickle.dumps(_Exec("import tests.test_fuzz_episodes as m; m.PWNED.app
 @example(row=_with(_STATE, actions=buffer([{b"nd": False, b"type": "zz", b"data": b"1"}] * 3)))
 @example(row=_obs_with(_STATE, "edge_attr", [[1.0], [1.0, 2.0]]))  # ValueError: ragged
 @example(row=_obs_with(_STATE, "x", absurd_array([2**63, F])))  # OverflowError: beyond int64
+@example(row=_with(_STATE, rewards=buffer([1e300, 1.0, 1.0])))  # finite in float64, inf as float32
 @example(row=_with(_STATE, t_started="x"))  # ValueError: int("x")
 @example(row=_with(_STATE, is_terminated=[1, 2]))
 # msgpack_numpy would pickle.loads an object array's bytes: code in a row ran on reading

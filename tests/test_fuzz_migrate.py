@@ -16,17 +16,21 @@ import struct
 
 import lz4.frame
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import xxhash
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from offline_graph.data.errors import OfflineGraphError
+from offline_graph.data.reader import read_transitions
+from offline_graph.data.validation import EpisodeSpec
 from offline_graph.jobs.old_rows import unpack_array
 from tests.fuzz import FUZZ, VALUES, bounded, count, fuzz_report, mutate_bytes, nested
-from tests.migrate_data import OFF_X, make_recording, read_output, run, write_json_rows, write_parquet
+from tests.migrate_data import D, F, OFF_X, make_recording, read_output, run, write_json_rows, write_parquet
 
 pytestmark = pytest.mark.usefixtures(fuzz_report.__name__)
+OUT_SPEC = EpisodeSpec(F, D, 2**63)  # migrate without an action space: any int64 action >= 0
 INTACT, INTACT_ROWS = make_recording(seed=1, episodes=3)
 _, ROWS = make_recording(seed=2, episodes=3)
 
@@ -56,6 +60,11 @@ def forged_frame(content_size: int) -> bytes:
     frame[6:14] = struct.pack("<Q", content_size)
     frame[14] = (xxhash.xxh32(bytes(frame[4:14])).intdigest() >> 8) & 0xFF  # header checksum
     return bytes(frame)
+
+
+def _obs_at(row: dict, at: int, value: float) -> dict:
+    row["obs"][at] = value
+    return row
 
 
 def _json_row(row: dict) -> dict:
@@ -175,6 +184,9 @@ def check_migrate(root, damaged) -> OfflineGraphError | None:
     with bounded():
         report = run(inp, out, on_error="skip")
     assert {e[0] for e in INTACT} <= set(read_output(str(out))), report  # every intact episode
+    files = sorted(str(p) for p in out.glob("*.parquet"))
+    items = [i for f in files for i in pq.read_table(f).column("item").to_pylist()]
+    read_transitions(items, [None] * len(items), OUT_SPEC, 0.9)  # every episode written is valid
     if not report["files_rejected_by_reason"]:
         assert report["rows_read"] == report["transitions"] + report["transitions_rejected"], report
     if raised is None:
@@ -185,6 +197,9 @@ def check_migrate(root, damaged) -> OfflineGraphError | None:
 @settings(FUZZ, max_examples=max(FUZZ.max_examples // 4, 1))  # a migration run per example
 @given(damaged=damaged_inputs())
 @example(damaged=("json", [{**_json_row(r), "obs": nested(100)} for r in ROWS]))
+@example(damaged=("json", [{**_json_row(r), "rewards": 1e300} for r in ROWS]))  # inf as float32
+@example(damaged=("json", [{**_json_row(r), "actions": 2.0**63} for r in ROWS]))  # beyond int64
+@example(damaged=("json", [_obs_at(_json_row(r), OFF_X + 1, 1e300) for r in ROWS]))  # a feature: inf
 def test_fuzzed_migrate_inputs(root, damaged):
     check_migrate(root, damaged)
     count("migrate inputs")
