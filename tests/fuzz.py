@@ -42,7 +42,7 @@ settings.register_profile(
     "long",
     derandomize=True,
     database=None,
-    max_examples=2000,
+    max_examples=6000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -106,7 +106,8 @@ def _digests(vectors: np.ndarray, rows: np.ndarray) -> dict[int, bytes]:
     """A 128-bit checksum per row of ``vectors[rows]``: two weighted sums (mod 2**64) of the
     float32 bit patterns, vectorized (to tell a ``new_obs`` from the next ``obs``; not a
     cryptographic hash: it guards against recording mistakes, not against forgery)."""
-    bits = np.ascontiguousarray(vectors[rows], np.float32).view(np.uint32)
+    with np.errstate(over="ignore"):  # a value beyond float32 digests as inf (then mismatches)
+        bits = np.ascontiguousarray(vectors[rows], np.float32).view(np.uint32)
     size = bits.shape[1]
     if size not in _WEIGHTS:
         rng = np.random.default_rng(size)
