@@ -345,7 +345,7 @@ def mutate(data: st.DataObject, item: bytes) -> Any:
     return data.draw(st.one_of(st.none(), st.text(max_size=5), st.integers(), st.just(b"")))
 
 
-class _Draws:
+class Draws:
     """``st.composite``'s ``draw`` with ``st.data()``'s ``draw(strategy, label=...)`` call."""
 
     def __init__(self, draw: Any) -> None:
@@ -358,7 +358,7 @@ class _Draws:
 @st.composite
 def damaged(draw: Any, make: Any) -> Any:
     """A damaged version of the row ``make(seed)`` (seed 0..3)."""
-    return mutate(_Draws(draw), make(draw(st.integers(0, 3))))
+    return mutate(Draws(draw), make(draw(st.integers(0, 3))))
 
 
 def absurd_array(shape: list[int], dtype: str = "<f4", data: bytes = b"\0" * 12) -> dict:

@@ -26,7 +26,7 @@ from offline_graph.data.errors import OfflineGraphError
 from offline_graph.data.reader import read_transitions
 from offline_graph.data.validation import EpisodeSpec
 from offline_graph.jobs.old_rows import unpack_array
-from tests.fuzz import FUZZ, VALUES, bounded, count, fuzz_report, mutate_bytes, nested
+from tests.fuzz import FUZZ, Draws, VALUES, bounded, count, fuzz_report, mutate_bytes, nested
 from tests.migrate_data import D, F, OFF_X, make_recording, read_output, run, write_json_rows, write_parquet
 
 pytestmark = pytest.mark.usefixtures(fuzz_report.__name__)
@@ -84,7 +84,7 @@ def damaged_inputs(draw) -> tuple[str, list[dict] | bytes]:
         if draw(st.booleans()):
             raw = draw(st.sampled_from([*PICKLES, pickle.dumps(np.zeros((0, 0)))]))
         if draw(st.booleans()):
-            raw = mutate_bytes(_data(draw), raw)
+            raw = mutate_bytes(Draws(draw), raw)
         frame = lz4.frame.compress(raw)
         if draw(st.booleans()):
             frame = forged_frame(draw(st.sampled_from([2**31, 10**10, 10**12, 1])))
@@ -99,37 +99,23 @@ def damaged_inputs(draw) -> tuple[str, list[dict] | bytes]:
     elif op == "value":
         rows[i][column] = draw(VALUES)
     else:
-        return fmt, mutate_bytes(_data(draw), _file_bytes(fmt, rows))
+        return fmt, mutate_bytes(Draws(draw), _file_bytes(fmt, rows))
     return fmt, rows
 
 
-class _data:
-    """``st.data()``'s ``draw(strategy, label=...)`` over a composite's ``draw``."""
-
-    def __init__(self, draw):
-        self._draw = draw
-
-    def draw(self, strategy, label=None):
-        return self._draw(strategy)
+def _as_vectors(rows: list[dict]) -> list[dict]:
+    """JSON rows with obs / new_obs as float32 vectors (what ``write_parquet`` stores)."""
+    with np.errstate(over="ignore"):
+        return [
+            {**r, "obs": np.asarray(r["obs"], np.float32), "new_obs": np.asarray(r["new_obs"], np.float32)}
+            for r in rows
+        ]
 
 
 def _file_bytes(fmt: str, rows: list[dict]) -> bytes:
     path = f"/tmp/_fuzz_migrate_{os.getpid()}.{fmt}"
     try:
-        if fmt == "parquet":
-            write_parquet(
-                [
-                    {
-                        **r,
-                        "obs": np.asarray(r["obs"], np.float32),
-                        "new_obs": np.asarray(r["new_obs"], np.float32),
-                    }
-                    for r in rows
-                ],
-                path,
-            )
-        else:
-            write_json_rows(rows, path)
+        write_parquet(_as_vectors(rows), path) if fmt == "parquet" else write_json_rows(rows, path)
         return open(path, "rb").read()
     finally:
         os.remove(path)
@@ -143,15 +129,7 @@ def write_damaged(directory: str, damaged: tuple[str, list[dict] | bytes]) -> st
         return path
     if fmt == "parquet":
         try:
-            vectors = [
-                {
-                    **r,
-                    "obs": np.asarray(r["obs"], np.float32),
-                    "new_obs": np.asarray(r["new_obs"], np.float32),
-                }
-                for r in content
-            ]
-            return write_parquet(vectors, path)
+            return write_parquet(_as_vectors(content), path)
         except Exception:  # the writer refuses the value: write the rows as JSON lines instead
             path = path.replace(".parquet", ".json")
     with open(path, "w") as fh:
