@@ -147,6 +147,7 @@ _PAYLOAD = pickle.dumps(_Exec("import tests.test_fuzz_episodes as m; m.PWNED.app
 @example(row=_obs_with(_STATE, "edge_attr", [[1.0], [1.0, 2.0]]))  # ValueError: ragged
 @example(row=_obs_with(_STATE, "x", absurd_array([2**63, F])))  # OverflowError: beyond int64
 @example(row=_with(_STATE, rewards=buffer([1e300, 1.0, 1.0])))  # finite in float64, inf as float32
+@example(row=_with(_STATE, observations=buffer([{1: 0, "x": 0}] * 4)))  # TypeError: sorting int, str keys
 @example(row=_with(_STATE, t_started="x"))  # ValueError: int("x")
 @example(row=_with(_STATE, is_terminated=[1, 2]))
 # msgpack_numpy would pickle.loads an object array's bytes: code in a row ran on reading

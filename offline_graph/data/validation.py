@@ -123,7 +123,7 @@ def validate_episode(
         )
     for t, o in enumerate(obs):
         if not isinstance(o, dict) or "x" not in o or "edge_index" not in o:
-            found = sorted(o) if isinstance(o, dict) else type(o).__name__
+            found = sorted(o, key=repr) if isinstance(o, dict) else type(o).__name__  # keys of any type
             raise _fail(
                 "obs_type",
                 f"{ctx(t, 'observations')}: observation must be a dict with keys 'x' and "
