@@ -33,22 +33,32 @@ def check_actions_rewards(
         _check_selection_actions(actions, spec, ctx, graphs)
     kind = rewards.dtype.kind
     if kind in "fiub":
-        bad = ~np.isfinite(rewards.astype(np.float64))
+        bad = ~float32_finite(rewards)
     else:  # object (None in a list, ...) or text
         bad = np.fromiter((not _finite_number(v) for v in rewards.reshape(-1)), bool, rewards.size)
     if bad.any():
         t = int(np.argmax(bad))
         raise _fail(
             "reward",
-            f"{ctx(t, 'rewards')}: rewards must be finite numbers (found {_item(rewards, t)!r}). "
+            f"{ctx(t, 'rewards')}: rewards must be finite numbers in float32's range (found "
+            f"{_item(rewards, t)!r}). "
             "Clean the recorder.",
         )
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def float32_finite(values: np.ndarray) -> np.ndarray:
+    """Elementwise: finite and within float32's range (rewards and features are stored as
+    float32: a finite 1e300 would become inf)."""
+    return np.asarray(np.abs(np.asarray(values, np.float64)) <= FLOAT32_MAX)  # NaN compares False
+
+
 def _finite_number(value: Any) -> bool:
     if isinstance(value, (int, np.integer)):  # also a Python int too large for any dtype
-        return True
-    return isinstance(value, (float, np.floating)) and bool(np.isfinite(value))
+        return abs(int(value)) <= FLOAT32_MAX
+    return isinstance(value, (float, np.floating)) and abs(float(value)) <= FLOAT32_MAX
 
 
 def _item(values: np.ndarray, t: int) -> Any:

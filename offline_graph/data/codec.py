@@ -27,11 +27,12 @@ Every layout ``SingleAgentEpisode`` stores is read (``tests/test_encodings_zoo.p
 
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
-import msgpack_numpy as mnp
 import numpy as np
 
 from offline_graph.data.errors import DecodeError, where
@@ -57,18 +58,43 @@ class RawEpisode:
 _DTYPES: dict[str, np.dtype] = {}
 
 
-def _decode_hook(obj: dict) -> Any:
-    """msgpack_numpy's ``decode`` with a dtype cache: one dict lookup per array instead of
-    re-parsing the dtype string (the hook runs once per array, ~3 per graph)."""
-    if obj.get(b"nd") is True:
-        descr = obj[b"type"]
-        dtype = _DTYPES.get(descr) if isinstance(descr, str) else None
-        if dtype is None:
-            dtype = mnp._unpack_dtype(descr)
-            if isinstance(descr, str):
-                _DTYPES[descr] = dtype
-        return np.ndarray(buffer=obj[b"data"], dtype=dtype, shape=obj[b"shape"])
-    return mnp.decode(obj)
+def fits(shape: Any, descr: Any, nbytes: int) -> bool:
+    """Whether a msgpack-numpy header (``shape``, dtype ``descr``) describes exactly ``nbytes``
+    bytes: checked before anything of that shape is built (a header may claim 10^9 nodes)."""
+    try:
+        dims = [operator.index(d) for d in shape]
+        itemsize = np.dtype(descr).itemsize if isinstance(descr, str) else 0
+    except (TypeError, ValueError):
+        return False
+    return itemsize > 0 and min(dims, default=0) >= 0 and math.prod(dims) * itemsize == nbytes
+
+
+def decode_map(obj: dict) -> Any:
+    """msgpack_numpy's ``decode``, safe for untrusted rows, with a dtype cache (one dict
+    lookup per array instead of re-parsing the dtype string; the hook runs ~3 times per graph).
+
+    An array map becomes an ndarray only when its header describes its bytes exactly
+    (:func:`fits`: a header may claim a 10^9-node array over 12 bytes) and its dtype holds no
+    Python objects: ``msgpack_numpy.decode`` would ``pickle.loads`` an object array's bytes,
+    running whatever code a row holds. Any other map is left as it is (validation names it).
+    """
+    nd = obj.get(b"nd")
+    if nd is not True and nd is not False:
+        return obj
+    descr, data = obj.get(b"type"), obj.get(b"data")
+    if not isinstance(descr, str) or not isinstance(data, bytes):
+        return obj
+    dtype = _DTYPES.get(descr)
+    if dtype is None:
+        try:
+            dtype = np.dtype(descr)
+        except (TypeError, ValueError):
+            return obj
+        _DTYPES[descr] = dtype
+    shape: Any = obj.get(b"shape") if nd else ()
+    if dtype.hasobject or not fits(shape, descr, len(data)):
+        return obj
+    return np.ndarray(buffer=data, dtype=dtype, shape=shape) if nd else np.frombuffer(data, dtype)[0]
 
 
 def _buffer_data(state: dict, key: str, ctx: str) -> tuple[Any, int]:
@@ -80,7 +106,29 @@ def _buffer_data(state: dict, key: str, ctx: str) -> tuple[Any, int]:
             f"with 'data' (found {type(buf).__name__}). The row is not a "
             "SingleAgentEpisode.get_state() written by RLlib or offline_graph."
         )
-    return buf["data"], int(buf.get("lookback") or 0)
+    return buf["data"], integer(buf.get("lookback"), f"{ctx}, field {key!r}.lookback")
+
+
+def integer(value: Any, ctx: str) -> int:
+    """A non-negative integer field of an episode state (None: 0); DecodeError otherwise."""
+    if value is None:
+        return 0
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    raise DecodeError(
+        f"{ctx}: value must be a non-negative integer (found {type(value).__name__} "
+        f"{str(value)[:40]}). The row is corrupt; re-record it or run with on_error='skip'."
+    )
+
+
+def flag(value: Any, ctx: str) -> bool:
+    """A bool field of an episode state (None: False); DecodeError otherwise."""
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise DecodeError(
+        f"{ctx}: value must be a bool (found {type(value).__name__} {str(value)[:40]}). "
+        "The row is corrupt; re-record it or run with on_error='skip'."
+    )
 
 
 def is_array(value: Any) -> bool:
@@ -93,7 +141,7 @@ def map_array(value: Any) -> Any:
     if isinstance(value, dict) and value.get(b"nd") is True and isinstance(value.get(b"type"), str):
         try:
             return np.frombuffer(value[b"data"], dtype=value[b"type"]).reshape(value[b"shape"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             return value  # validation names what is wrong with it
     return value
 
@@ -111,7 +159,7 @@ def _steps(leaf: Any, count: int) -> list[Any] | None:
         shape, data = leaf[b"shape"], memoryview(leaf[b"data"])
     except (KeyError, TypeError):  # not an array map: the layout is left as it is
         return None
-    if not shape or shape[0] != count or not isinstance(leaf.get(b"type"), str):
+    if not shape or shape[0] != count or not fits(shape, leaf.get(b"type"), len(data)):
         return None
     step = len(data) // count
     rest, kind = tuple(shape[1:]), leaf.get(b"kind", b"")
@@ -127,19 +175,23 @@ def _steps(leaf: Any, count: int) -> list[Any] | None:
     ]
 
 
-def _unstacked(data: Any) -> Any:
+def _unstacked(data: Any, count: int | None) -> Any:
     """``to_numpy()`` observations (a dict of stacked arrays, or ``[nodes, edges, edge_links]``
-    of stacked arrays) as one observation per step; any other layout as is."""
+    of stacked arrays) as one observation per step; any other layout as is. ``count``: the
+    observations the actions allow (their number + 1); a stack of another length is left as
+    it is (a header may claim 10^9 steps of empty arrays: nothing per step is built for it)."""
     if isinstance(data, dict) and data and all(isinstance(k, str) for k in data):
         first = next((v for v in data.values() if v is not None), None)
-        count = _leading(first)
-        columns = {k: _steps(v, count) for k, v in data.items()} if count else {}
-        if not columns or any(c is None for c in columns.values()):
+        if not count or _leading(first) != count:
+            return data
+        columns = {k: _steps(v, count) for k, v in data.items()}
+        if any(c is None for c in columns.values()):
             return data
         return [dict(zip(columns, values)) for values in zip(*columns.values())]  # type: ignore[call-overload]
     if isinstance(data, (list, tuple)) and len(data) == 3 and is_array(data[0]):
-        count = _leading(data[0])
-        parts = [_steps(v, count) for v in data] if count else [None]
+        if not count or _leading(data[0]) != count:
+            return data
+        parts = [_steps(v, count) for v in data]
         if any(p is None for p in parts):
             return data
         return list(zip(*parts))  # type: ignore[call-overload]
@@ -150,7 +202,17 @@ def _leading(leaf: Any) -> int:
     if isinstance(leaf, np.ndarray):
         return len(leaf) if leaf.ndim else 0
     shape = leaf.get(b"shape") if isinstance(leaf, dict) else None
-    return int(shape[0]) if shape else 0
+    return shape[0] if isinstance(shape, (list, tuple)) and shape and isinstance(shape[0], int) else 0
+
+
+def _length(data: Any) -> int | None:
+    """Items of a buffer's data: a list, an array, or an array map whose header fits its bytes."""
+    if isinstance(data, (list, tuple)) or (isinstance(data, np.ndarray) and data.ndim):
+        return len(data)
+    raw = data.get(b"data") if is_array(data) else None
+    if isinstance(raw, bytes) and fits(data.get(b"shape") or (), data.get(b"type"), len(raw)):
+        return _leading(data)
+    return None
 
 
 def _is_instance(obs: Any) -> bool:
@@ -193,7 +255,7 @@ def decode_state(
             "Episode files hold one msgpack-encoded SingleAgentEpisode state per row."
         )
     try:
-        hook = None if raw_arrays else _decode_hook
+        hook = None if raw_arrays else decode_map
         # raw_arrays: msgpack arrays as tuples (faster to build; the fast path only reads them)
         state = msgpack.unpackb(item, object_hook=hook, strict_map_key=False, use_list=not raw_arrays)
     except Exception as err:  # msgpack raises many types on garbage
@@ -226,10 +288,11 @@ def raw_from_state(
     :func:`decode_state`; multi-agent rows hold one such state per agent)."""
     ctx = where(file=file, row=row, episode_id=str(state["id_"]))
     fields = {}
-    for key in ("observations", "actions", "rewards"):
+    for key in ("actions", "observations", "rewards"):
         data, lookback = _buffer_data(state, key, ctx)
         if key == "observations":
-            data = _unstacked(data)
+            steps = _length(state["actions"]["data"])
+            data = _unstacked(data, None if steps is None else steps + 1)
         elif raw_arrays:
             data = map_array(data)  # an array of actions / rewards: one frombuffer
         if lookback and isinstance(data, (list, tuple, np.ndarray)):
@@ -244,12 +307,12 @@ def raw_from_state(
         observations=fields["observations"],
         actions=fields["actions"],
         rewards=fields["rewards"],
-        terminated=bool(state.get("is_terminated", False)),
-        truncated=bool(state.get("is_truncated", False)),
-        t_started=int(state.get("t_started") or 0),
+        terminated=flag(state.get("is_terminated"), f"{ctx}, field 'is_terminated'"),
+        truncated=flag(state.get("is_truncated"), f"{ctx}, field 'is_truncated'"),
+        t_started=integer(state.get("t_started"), f"{ctx}, field 't_started'"),
     )
 
 
 def unpack_item(item: bytes) -> dict:
     """The raw state dict of an ``item`` (for tools and tests)."""
-    return msgpack.unpackb(item, object_hook=mnp.decode, strict_map_key=False)
+    return msgpack.unpackb(item, object_hook=decode_map, strict_map_key=False)

@@ -29,11 +29,10 @@ from __future__ import annotations
 import operator
 from typing import Any, Sequence
 
-import msgpack_numpy as mnp
 import numpy as np
 
 from offline_graph.data.columns import GraphColumns, counts_to_ptr
-from offline_graph.data.codec import RawEpisode, decode_state
+from offline_graph.data.codec import RawEpisode, decode_map, decode_state
 from offline_graph.data.errors import OfflineGraphError, where
 from offline_graph.data.transitions import Transitions
 from offline_graph.data.validation import (
@@ -59,7 +58,7 @@ def _shapes(maps: Sequence[Any], ndim: int, dtype: np.dtype) -> np.ndarray | Non
         return None
     try:
         out = np.asarray(shapes, dtype=np.int64)
-    except ValueError:  # ragged: shapes of different ranks
+    except (ValueError, OverflowError):  # ragged (shapes of different ranks), or beyond int64
         return None
     if out.shape != (len(maps), ndim):
         return None
@@ -70,7 +69,10 @@ _DATA = operator.itemgetter(b"data")
 
 
 def _join(maps: list[Any], dtype: np.dtype, count: int) -> np.ndarray | None:
-    data = b"".join(map(_DATA, maps))
+    try:
+        data = b"".join(map(_DATA, maps))
+    except (KeyError, TypeError):  # a map without bytes: the full path names it
+        return None
     if len(data) != count * dtype.itemsize:
         return None
     return np.frombuffer(data, dtype=dtype)
@@ -83,19 +85,22 @@ def scalar_column(values: Any) -> np.ndarray:
     is joined at once, mixed ones decoded each. An array (a whole column) is returned as is."""
     if isinstance(values, np.ndarray):
         return values
-    if not len(values) or not isinstance(values[0], dict):
-        return np.asarray(values)
     try:
-        kinds = {(v[b"type"], v.get(b"shape") or ()) for v in values}
-    except (TypeError, KeyError, AttributeError):  # not all maps, or unhashable fields
-        kinds = set()
-    if len(kinds) == 1:
-        descr, shape = next(iter(kinds))
-        if isinstance(descr, str) and shape == ():
-            joined = _join(list(values), np.dtype(descr), len(values))
-            if joined is not None:
-                return joined
-    return np.asarray([mnp.decode(v) if isinstance(v, dict) else v for v in values])
+        if not len(values) or not isinstance(values[0], dict):
+            return np.asarray(values)
+        try:
+            kinds = {(v[b"type"], v.get(b"shape") or ()) for v in values}
+        except (TypeError, KeyError, AttributeError):  # not all maps, or unhashable fields
+            kinds = set()
+        if len(kinds) == 1:
+            descr, shape = next(iter(kinds))
+            if isinstance(descr, str) and shape == ():
+                joined = _join(list(values), np.dtype(descr), len(values))
+                if joined is not None:
+                    return joined
+        return np.asarray([decode_map(v) if isinstance(v, dict) else v for v in values])
+    except (ValueError, TypeError, OverflowError):  # ragged, undecodable, no dtype: no numbers
+        return np.zeros((), object)
 
 
 def _scalars(columns: list[Any]) -> np.ndarray:
@@ -209,7 +214,7 @@ def _graphs(obs: list[Any], spec: EpisodeSpec, masked: bool) -> GraphColumns | N
                 edge_attr = _instance_features(list(map(_EDGES, obs)), edges[1], spec.edge_dim)
         xs = _shapes(xm, 2, _F32)
         ms = _shapes(mm, 1, _BOOL) if mm is not None else None
-    except (TypeError, KeyError, AttributeError, ValueError, IndexError):
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError, OverflowError):
         return None
     if xs is None or edges is None or edge_attr is False or (mm is not None and ms is None):
         return None
@@ -275,6 +280,8 @@ def fast_episode(
     graphs.edge_index = np.ascontiguousarray(graphs.edge_index)  # [2, E] row-major
     acts = scalar_column(raw.actions)
     rews = scalar_column(raw.rewards)
+    if acts.shape != rews.shape or acts.shape != (len(raw.observations) - 1,):
+        return None  # not one number per step: the full path names it
 
     def ctx(t: int | None = None, column: str | None = None) -> str:
         return where(file=file, row=row, episode_id=raw.id, t=t, column=column)
@@ -328,6 +335,8 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
         return None
     acts = _scalars([r.actions for r in raws])
     rews = _scalars([r.rewards for r in raws])
+    if acts.shape != rews.shape or acts.shape != (len(steps),):
+        return None
     if not (values_ok(graphs) and values_ok(last)):
         return None
     try:

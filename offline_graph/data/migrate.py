@@ -40,6 +40,7 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from offline_graph.data.action_checks import float32_finite
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict
 
@@ -196,13 +197,13 @@ def unpad(vectors: np.ndarray, layout: RepeatedLayout, column: str = "obs") -> U
             if int(i) not in problems:
                 problems[int(i)] = (reason, column, text(int(i)))
 
-    finite = np.isfinite(vec).all(axis=1)
+    finite = np.asarray(float32_finite(vec).all(axis=1))  # RLlib's preprocessor held float32
     note(
         ~finite,
         "nonfinite",
         lambda i: (
-            f"values must be finite (found {float(vec[i][~np.isfinite(vec[i])][0])} at flat index "
-            f"{_first(~np.isfinite(vec[i]))}). The recording holds NaN/inf; our episodes may not."
+            f"values must be finite float32 (found {float(vec[i][~float32_finite(vec[i])][0])} at flat "
+            f"index {_first(~float32_finite(vec[i]))}). The recording holds NaN/inf; our episodes may not."
         ),
     )
     lens: dict[str, np.ndarray] = {}

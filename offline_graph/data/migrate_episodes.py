@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from offline_graph.data.action_checks import float32_finite
 from offline_graph.data.errors import GraphValidationError, OfflineGraphError, where
 from offline_graph.data.graph import GraphDict
 from offline_graph.data.migrate import Problem, RepeatedLayout, unpad
@@ -105,7 +106,8 @@ def _digests(vectors: np.ndarray, rows: np.ndarray) -> dict[int, bytes]:
     """A 128-bit checksum per row of ``vectors[rows]``: two weighted sums (mod 2**64) of the
     float32 bit patterns, vectorized (to tell a ``new_obs`` from the next ``obs``; not a
     cryptographic hash: it guards against recording mistakes, not against forgery)."""
-    bits = np.ascontiguousarray(vectors[rows], np.float32).view(np.uint32)
+    with np.errstate(over="ignore"):  # a value beyond float32 digests as inf (then mismatches)
+        bits = np.ascontiguousarray(vectors[rows], np.float32).view(np.uint32)
     size = bits.shape[1]
     if size not in _WEIGHTS:
         rng = np.random.default_rng(size)
@@ -158,7 +160,8 @@ class Assembler:
         t, a = b.t, b.actions
         with np.errstate(invalid="ignore"):
             bad_t = ~(np.isfinite(t) & (t == np.floor(t)) & (t >= 0))
-            limit = np.full(len(a), np.inf if self.num_actions is None else float(self.num_actions))
+            any_action = 2.0**63  # no action space: any int64 (what the episode row can carry)
+            limit = np.full(len(a), any_action if self.num_actions is None else float(self.num_actions))
             if self.action_level is not None:
                 limit = np.minimum(limit, nodes if self.action_level == "node" else edges)
             bad_a = ~(np.isfinite(a) & (a == np.floor(a)) & (a >= 0) & (a < limit))
@@ -177,8 +180,8 @@ class Assembler:
                     "edge": " (an edge of this step's graph)",
                 }[self.action_level]
                 expected = (
-                    "a non-negative integer"
-                    if np.isinf(limit[i])
+                    "a non-negative int64"
+                    if limit[i] == 2.0**63
                     else f"an integer in 0..{limit[i] - 1:.0f}{kind}"
                 )
                 problems.setdefault(
@@ -192,13 +195,16 @@ class Assembler:
                         ),
                     ),
                 )
-        for i in np.flatnonzero(~np.isfinite(b.rewards)):
+        for i in np.flatnonzero(~float32_finite(b.rewards)):
             problems.setdefault(
                 int(i),
                 (
                     "reward",
                     "rewards",
-                    (f"reward must be a finite number (found {float(b.rewards[i])!r}). The row is damaged."),
+                    (
+                        f"reward must be a finite number in float32's range (found "
+                        f"{float(b.rewards[i])!r}). The row is damaged."
+                    ),
                 ),
             )
         return problems

@@ -39,7 +39,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from offline_graph.data.codec import MULTI_AGENT_FORMAT, RawEpisode, _decode_hook, raw_from_state
+from offline_graph.data.codec import MULTI_AGENT_FORMAT, RawEpisode, decode_map, flag, integer, raw_from_state
 from offline_graph.data.errors import ConfigError, DecodeError, OfflineGraphError, where
 from offline_graph.data.reader import OnError, ReadStats, reject, unique_digest
 from offline_graph.data.transitions import Transitions
@@ -82,7 +82,7 @@ def unpack(item: Any, file: str | None = None) -> dict:
             "Episode files hold one msgpack-encoded episode state per row."
         )
     try:
-        state = msgpack.unpackb(item, object_hook=_decode_hook, strict_map_key=False)
+        state = msgpack.unpackb(item, object_hook=decode_map, strict_map_key=False)
     except Exception as err:  # msgpack raises many types on garbage
         raise DecodeError(
             f"{ctx}: value must be a msgpack-encoded episode state (found {len(item)} "
@@ -146,9 +146,27 @@ def decode_multi_agent(state: dict, file: str | None = None) -> MultiAgentRaw:
         aid = entry.get("agent_id")
         sa_state = dict(entry["episode"], id_=eid)
         raw = raw_from_state(sa_state, file=file)
-        env_t = np.asarray(entry.get("env_t") or [], dtype=np.int64)
+        env_t = env_steps(entry.get("env_t"), where(file=file, episode_id=eid))
         agents.append(AgentSteps(aid, entry.get("module_id"), env_t, raw))
-    return MultiAgentRaw(eid, bool(state.get("is_terminated")), bool(state.get("is_truncated")), agents)
+    ctx = where(file=file, episode_id=eid)
+    ends = [flag(state.get(k), f"{ctx}, field {k!r}") for k in ("is_terminated", "is_truncated")]
+    return MultiAgentRaw(eid, ends[0], ends[1], agents)
+
+
+def env_steps(value: Any, ctx: str) -> np.ndarray:
+    """An agent entry's ``env_t``: a list of non-negative integers (None: none)."""
+    if value is None:
+        return np.zeros(0, np.int64)
+    if isinstance(value, list):
+        try:
+            return np.fromiter((integer(v, ctx) for v in value), np.int64, len(value))
+        except (DecodeError, OverflowError):
+            pass
+    raise DecodeError(
+        f"{ctx}, field 'env_t': value must be a list of non-negative integers (found "
+        f"{str(value)[:60]}). Write rows with offline_graph.write_episodes.",
+        reason="decode",
+    )
 
 
 def _agent_error(err: OfflineGraphError, eid: str, aid: Any, module_id: str) -> OfflineGraphError:

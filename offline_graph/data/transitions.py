@@ -296,7 +296,8 @@ def _final_graphs(table: pa.Table, trans: Transitions) -> GraphColumns | None:
             f"converted rows, episode {trans.episode_ids[trans.episode_index[row]]!r} step "
             f"{int(trans.t[row])}: final_x must be null on a row that does not end its episode "
             "(found a final observation). The rows were not written by offline-graph convert; "
-            "convert the episode files again."
+            "convert the episode files again.",
+            reason="schema",
         )
     if (ends & ~has).any():
         return None

@@ -67,6 +67,34 @@ def _fail(reason: str, msg: str) -> GraphValidationError:
     return GraphValidationError(msg, reason=reason)
 
 
+def _array(value: Any) -> np.ndarray:
+    """``np.asarray(value)``; what numpy makes no array of (ragged or too deeply nested lists,
+    undecodable bytes), and an array header left undecoded because it does not describe its
+    bytes (:func:`offline_graph.data.codec.decode_map`), become a 0-d object array, which
+    every shape check refuses."""
+    if not isinstance(value, dict):
+        try:
+            return np.asarray(value)
+        except (ValueError, TypeError, RecursionError):
+            pass
+    out = np.empty((), object)
+    out[()] = value
+    return out
+
+
+def _found(arr: np.ndarray) -> str:
+    """``dtype [shape]`` of a value for a message; an undecoded array header as what it claims."""
+    value = arr[()] if arr.dtype == object and arr.ndim == 0 else None
+    if isinstance(value, dict) and b"nd" in value:
+        data = value.get(b"data")
+        size = len(data) if isinstance(data, bytes) else type(data).__name__
+        return (
+            f"an array header claiming {value.get(b'type')!r} {value.get(b'shape')!r} over {size} "
+            "bytes: the row is corrupt"
+        )
+    return f"{arr.dtype} {list(arr.shape)}"
+
+
 def validate_episode(
     raw: RawEpisode, spec: EpisodeSpec, *, file: str | None = None, row: int | None = None
 ) -> Episode:
@@ -82,9 +110,9 @@ def validate_episode(
             f"{ctx()}: episode must be finished, terminated or truncated (found "
             "terminated=False, truncated=False). Record only finished episodes.",
         )
-    obs: list[Any] = list(raw.observations)
-    actions = np.asarray(raw.actions)
-    rewards = np.asarray(raw.rewards)
+    obs: list[Any] = list(raw.observations) if isinstance(raw.observations, (list, tuple)) else []
+    actions = _array(raw.actions)
+    rewards = _array(raw.rewards)
     num_t = actions.shape[0] if actions.ndim else -1
     if num_t < 1 or len(obs) != num_t + 1 or rewards.shape != (num_t,):
         raise _fail(
@@ -95,22 +123,22 @@ def validate_episode(
         )
     for t, o in enumerate(obs):
         if not isinstance(o, dict) or "x" not in o or "edge_index" not in o:
-            found = sorted(o) if isinstance(o, dict) else type(o).__name__
+            found = sorted(o, key=repr) if isinstance(o, dict) else type(o).__name__  # keys of any type
             raise _fail(
                 "obs_type",
                 f"{ctx(t, 'observations')}: observation must be a dict with keys 'x' and "
                 f"'edge_index' or a gymnasium GraphInstance (found {found}). Store graphs as "
                 "offline_graph.graph_to_dict() or GraphInstance(nodes, edges, edge_links).",
             )
-    xs = [np.asarray(o["x"]) for o in obs]
-    eis = [np.asarray(o["edge_index"]) for o in obs]
+    xs = [_array(o["x"]) for o in obs]
+    eis = [_array(o["edge_index"]) for o in obs]
     feat = spec.num_features
     for t, x in enumerate(xs):
         if x.ndim != 2 or x.shape[1] != feat or x.dtype.kind != "f":
             raise _fail(
                 "x_shape",
                 f"{ctx(t, 'x')}: node features must be float [N, {feat}] (found "
-                f"{x.dtype} {list(x.shape)}). F comes from the observation space's node_space.",
+                f"{_found(x)}). F comes from the observation space's node_space.",
             )
         if x.shape[0] == 0:
             raise _fail(
@@ -123,7 +151,7 @@ def validate_episode(
             raise _fail(
                 "edge_index_shape",
                 f"{ctx(t, 'edge_index')}: edge_index must be integer [2, E] (PyG order) "
-                f"(found {ei.dtype} {list(ei.shape)}). A dict's edge_index is "
+                f"(found {_found(ei)}). A dict's edge_index is "
                 "GraphInstance.edge_links [E, 2] transposed (a GraphInstance's edge_links are read "
                 "so); use offline_graph.graph_to_dict().",
             )
@@ -135,9 +163,9 @@ def validate_episode(
             num_e = eis[t].shape[1]
             if ea is None and num_e == 0:  # no edges, no edge features to give
                 ea = np.zeros((0, spec.edge_dim), np.float32)
-            ea = None if ea is None else np.asarray(ea)
+            ea = None if ea is None else _array(ea)
             if ea is None or ea.shape != (num_e, spec.edge_dim) or ea.dtype.kind != "f":
-                found = "missing" if ea is None else f"{ea.dtype} {list(ea.shape)}"
+                found = "missing" if ea is None else _found(ea)
                 raise _fail(
                     "edge_attr",
                     f"{ctx(t, 'edge_attr')}: edge features must be float [E={num_e}, "
@@ -152,7 +180,7 @@ def validate_episode(
                 raise _fail(
                     "edge_attr",
                     f"{ctx(t, 'edge_attr')}: edge_attr must be absent (found "
-                    f"{list(np.shape(o['edge_attr']))}) because the observation space has "
+                    f"{_found(_array(o['edge_attr']))}) because the observation space has "
                     "edge_space=None. Give the space an edge_space=Box(D) to use edge features.",
                 )
     num_nodes = np.fromiter((len(x) for x in xs), np.int64, len(xs))
@@ -185,14 +213,14 @@ def _collect_masks(obs: list[Any], graphs: GraphColumns, spec: EpisodeSpec, ctx:
             raise _fail(
                 "action_mask",
                 f"{ctx(t, 'action_mask')}: action_mask must be absent for a graph-level action "
-                f"space Discrete({spec.num_actions}) (found {list(np.shape(raw[t]))}). Masks "
+                f"space Discrete({spec.num_actions}) (found {_found(_array(raw[t]))}). Masks "
                 "belong to NodeAction / EdgeAction spaces; drop the key or use one of those "
                 "spaces.",
             )
         return
     counts = np.diff(graphs.choice_ptr(level))
     size = "N" if level == "node" else "E"
-    masks = [None if m is None else np.asarray(m) for m in raw]
+    masks = [None if m is None else _array(m) for m in raw]
     for t, m in enumerate(masks):
         if m is not None and (m.dtype != np.bool_ or m.shape != (int(counts[t]),)):
             raise _fail(

@@ -33,6 +33,7 @@ from offline_graph.data.buffer import TransitionBuffer
 from offline_graph.data.errors import ConfigError, SchemaError
 from offline_graph.data.multi_agent import read_agent_episodes, transitions_by_module
 from offline_graph.data.reader import OnError, ReadStats, spec_from_spaces
+from offline_graph.data.row_checks import check_rows
 from offline_graph.data.transitions import Transitions, transition_schema
 from offline_graph.data.validation import EpisodeSpec
 
@@ -223,7 +224,9 @@ def rows_to_transitions(rows: pa.Table, spec: EpisodeSpec, where: str) -> Transi
             table[name] = rows.column(name)
     table["agent_id_int"] = rows.column("agent_id_int")
     table["env_t"] = rows.column("env_t")
-    return Transitions.from_table(pa.table(table))
+    checked = pa.table(table)
+    check_rows(checked, where)
+    return Transitions.from_table(checked)
 
 
 def split_module_columns(names: Sequence[str]) -> dict[str, dict[str, str]]:

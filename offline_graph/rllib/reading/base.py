@@ -21,6 +21,7 @@ import ray
 
 from offline_graph.data.buffer import TransitionBuffer
 from offline_graph.data.holdout import drop_held_out, split_rows
+from offline_graph.data.row_checks import check_rows
 from offline_graph.data.reader import ReadStats, batch_columns, log_rejections, read_transitions
 from offline_graph.data.storage import uri_names
 from offline_graph.data.transitions import Transitions
@@ -108,8 +109,9 @@ class Reading:
 
     def read_rows(self, batch: Any) -> pa.Table:
         """Converted transition rows without the held-out episodes' rows (accounted like
-        episode input)."""
+        episode input); damaged rows raise (:func:`~offline_graph.data.row_checks.check_rows`)."""
         table = batch if isinstance(batch, pa.Table) else pa.table(batch)
+        check_rows(table)
         if self.settings.holdout <= 0.0:
             return table
         kept, call_stats, _ = split_rows(table, self.settings.holdout, self.settings.holdout_seed)
