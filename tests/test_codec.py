@@ -206,3 +206,14 @@ def test_wrong_format_version_names_file_and_fix(tmp_path):
         assert "re-record the episodes" in msg
     ok = write_episode_file(tmp_path / "v1.parquet", [make_episode_item()])
     assert read_file_metadata(ok) == {"kind": "episodes", "version": 1}
+
+
+@pytest.mark.parametrize("raw", [b"[1, 2]", b'"episodes"', b"7"])
+def test_metadata_that_is_json_but_not_an_object_names_the_file(tmp_path, raw):
+    from offline_graph.data.format import METADATA_KEY, parse_metadata
+
+    with pytest.raises(FormatVersionError) as info:
+        parse_metadata({METADATA_KEY: raw}, file="f.parquet")
+    assert str(info.value).startswith(
+        "file f.parquet: metadata key 'offline_graph' must be a JSON object (found "
+    )

@@ -61,6 +61,11 @@ def parse_metadata(raw: dict[bytes, bytes] | None, file: str | None = None) -> d
             f"{where(file=file)}: metadata key 'offline_graph' must be JSON "
             f"(found {raw[METADATA_KEY][:40]!r}). The file was not written by offline_graph."
         ) from err
+    if not isinstance(meta, dict):
+        raise FormatVersionError(
+            f"{where(file=file)}: metadata key 'offline_graph' must be a JSON object "
+            f"(found {type(meta).__name__}: {str(meta)[:40]!r}). The file was not written by offline_graph."
+        )
     check_metadata(meta, file)
     return dict(meta)
 
