@@ -217,3 +217,17 @@ def test_metadata_that_is_json_but_not_an_object_names_the_file(tmp_path, raw):
     assert str(info.value).startswith(
         "file f.parquet: metadata key 'offline_graph' must be a JSON object (found "
     )
+
+
+def test_numpy_scalar_end_flags_and_counters_as_rllib_recorders_store_them():
+    """RLlib's recorders write ``np.bool_`` end flags and ``np.int64`` counters: raw decoding
+    sees their msgpack-numpy maps, which are the values, not corrupt rows."""
+    from offline_graph.data.codec import flag, integer
+
+    values = {"t": np.bool_(True), "f": np.bool_(False), "n": np.int64(3)}
+    raw = msgpack.unpackb(msgpack.packb(values, default=msgpack_numpy.encode), raw=False)
+    assert isinstance(raw["t"], dict)  # the map, as the fast path sees it
+    assert flag(raw["t"], "ctx") is True and flag(raw["f"], "ctx") is False
+    assert integer(raw["n"], "ctx") == 3
+    with pytest.raises(DecodeError, match="ctx: value must be a bool"):
+        flag(msgpack.unpackb(msgpack.packb(np.float32(1.0), default=msgpack_numpy.encode), raw=False), "ctx")

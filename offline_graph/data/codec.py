@@ -110,7 +110,10 @@ def _buffer_data(state: dict, key: str, ctx: str) -> tuple[Any, int]:
 
 
 def integer(value: Any, ctx: str) -> int:
-    """A non-negative integer field of an episode state (None: 0); DecodeError otherwise."""
+    """A non-negative integer field of an episode state (None: 0); DecodeError otherwise.
+    A numpy scalar (RLlib's recorders store ``np.int64``) arrives as its msgpack-numpy map."""
+    if isinstance(value, dict):
+        value = decode_map(value)
     if value is None:
         return 0
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
@@ -122,7 +125,10 @@ def integer(value: Any, ctx: str) -> int:
 
 
 def flag(value: Any, ctx: str) -> bool:
-    """A bool field of an episode state (None: False); DecodeError otherwise."""
+    """A bool field of an episode state (None: False); DecodeError otherwise. A numpy bool
+    (RLlib's recorders store ``np.bool_`` end flags) arrives as its msgpack-numpy map."""
+    if isinstance(value, dict):
+        value = decode_map(value)
     if value is None or isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise DecodeError(
