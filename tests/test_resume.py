@@ -19,9 +19,9 @@ from offline_graph.data.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = [
-    "--algo", "bc", "--data", str(ROOT / "sample_data" / "expert"), "--iterations", "6",
+    "--algo", "bc", "--data", str(ROOT / "sample_data" / "expert"), "--iterations", "9",
     "--num-learners", "0", "--batch-size", "256", "--eval-episodes", "20", "--num-cpus", "2",
-    "--checkpoint-every", "2",
+    "--checkpoint-every", "3",
 ]  # fmt: skip
 
 
@@ -50,9 +50,9 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
     killed = tmp_path / "killed"
     proc = train(killed)
     deadline = time.time() + 240
-    while saved_iteration(killed) < 4 and proc.poll() is None and time.time() < deadline:
+    while saved_iteration(killed) < 6 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
-    assert saved_iteration(killed) == 4, proc.communicate()[0][-2000:]
+    assert saved_iteration(killed) == 6, proc.communicate()[0][-2000:]
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (killed / "summary.json").exists()  # it never finished
@@ -60,10 +60,10 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
     resumed = train(killed, "--resume")
     out = resumed.communicate(timeout=300)[0]
     assert resumed.returncode == 0, out[-2000:]
-    assert "resuming from iteration 4" in out
+    assert "resuming from iteration 6" in out
     summary = json.loads((killed / "summary.json").read_text())
-    assert summary["iterations"] == 6 and summary["resumed_from_iteration"] == 4
-    assert [h["iteration"] for h in summary["history"]] == [1, 2, 3, 4, 5, 6]
+    assert summary["iterations"] == 9 and summary["resumed_from_iteration"] == 6
+    assert [h["iteration"] for h in summary["history"]] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
 
     whole = tmp_path / "whole"
     straight = train(whole)
