@@ -65,3 +65,22 @@ def test_bad_value_exits_2(capsys):
         se.parse_args(["--output", "x", "--logs-epsilon", "1.5"])
     assert info.value.code == 2
     assert "stitch-experiment: --logs-epsilon must be in [0, 1] (found 1.5)." in capsys.readouterr().err
+
+
+def test_experiment_task_stitch_is_the_stitch_experiment(capsys):
+    from offline_graph.cli import experiment_task
+
+    assert experiment_task("experiment", ["--task", "stitch", "--quick"]) == (
+        "stitch-experiment",
+        ["--quick"],
+    )
+    assert experiment_task("experiment", ["--output", "o", "--task=graph"]) == (
+        "experiment",
+        ["--output", "o"],
+    )
+    assert experiment_task("experiment", ["--quick"]) == ("experiment", ["--quick"])
+    assert experiment_task("train", ["--task", "stitch"]) == ("train", ["--task", "stitch"])
+    with pytest.raises(SystemExit) as info:
+        experiment_task("experiment", ["--task", "maze"])
+    assert info.value.code == 2
+    assert "--task must be one of ['graph', 'stitch'] (found 'maze')" in capsys.readouterr().err

@@ -23,7 +23,7 @@ COMMANDS = {
     "evaluate": "evaluate a saved checkpoint in the env",
     "finetune": "fine-tune a saved checkpoint online with PPO in the env (RLlib's EnvRunners)",
     "bench": "benchmark the graph data path against RLlib's stock padded path",
-    "experiment": "the learning-quality table: BC / MARWIL / bag of nodes over seeds, one PNG",
+    "experiment": "the learning-quality table: BC / MARWIL / bag of nodes (--task stitch: IQL / CQL)",
     "migrate": "migrate padded RLlib Repeated recordings into ragged episode files",
     "ma-experiment": "the multi-agent learning-quality table: BC / MARWIL on TeamEnv, per module",
     "stitch-experiment": "the stitching table: BC / MARWIL / IQL / CQL on Stitch-v0 logs, seeds",
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         print("exit status: 0 done, 2 bad input or settings, 1 unexpected error, 130 interrupted")
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
+    name, rest = experiment_task(name, rest)
     if name not in COMMANDS:
         print(
             f"offline-graph: command must be one of {sorted(COMMANDS)} (found {name!r}).",
@@ -60,6 +61,29 @@ def main(argv: list[str] | None = None) -> int:
         return module.main(args)
 
     return run_command(name, run, rest, debug)
+
+
+def experiment_task(name: str, rest: list[str]) -> tuple[str, list[str]]:
+    """``experiment --task stitch ...`` is ``stitch-experiment ...`` (``--task graph``, the
+    default, the BC / MARWIL table)."""
+    if name != "experiment":
+        return name, rest
+    for i, token in enumerate(rest):
+        task = token.split("=", 1)[1] if token.startswith("--task=") else None
+        if token == "--task" and i + 1 < len(rest):
+            task, drop = rest[i + 1], 2
+        else:
+            drop = 1
+        if task is not None:
+            tasks = {"graph": "experiment", "stitch": "stitch-experiment"}
+            if task not in tasks:
+                print(
+                    f"offline-graph experiment: --task must be one of {sorted(tasks)} (found {task!r}).",
+                    file=sys.stderr,
+                )
+                raise SystemExit(2)
+            return tasks[task], rest[:i] + rest[i + drop :]
+    return name, rest
 
 
 if __name__ == "__main__":
