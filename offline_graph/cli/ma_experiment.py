@@ -34,6 +34,7 @@ import numpy as np
 from offline_graph.cli.arguments import arg, bounded, check_bounds, parse_config, parser_for, run_job
 from offline_graph.cli.experiment import Row, begin
 from offline_graph.cli.experiment_report import row_stats, write_results
+from offline_graph.cli.experiment_run import record_episodes
 from offline_graph.cli.train_config import quiet_ray_data
 from offline_graph.cli.train_report import versions
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
@@ -130,32 +131,9 @@ def rows_of(cfg: Config) -> list[Row]:
 # --------------------------------------------------------------------------- data
 def record_data(cfg: Config, policy: str, episodes: int, seed: int) -> tuple[str, str]:
     """(path, how it was made) of TeamEnv episodes recorded in this process into <output>/data."""
-    from offline_graph.cli import record
-
     eps = cfg.epsilon if policy == "mixed" else 0.0
     out = os.path.join(cfg.output, "data", f"{policy}-eps{eps:g}-n{episodes}-s{seed}")
-    rcfg = record.Config(
-        output=out,
-        env=ENV,
-        policy=policy,
-        epsilon=eps,
-        episodes=episodes,
-        seed=seed,
-        episodes_per_file=500,
-        overwrite=True,
-        progress=False,
-    )
-    summary = record.run(rcfg)
-    print(
-        f"recorded {summary['episodes']} {policy} episodes, {summary['transitions']} agent steps, "
-        f"return mean {summary['return_mean']:.2f} in {summary['seconds']:.1f}s: {out}",
-        flush=True,
-    )
-    noise = f" --epsilon {eps:g}" if policy == "mixed" else ""
-    return (
-        out,
-        f"offline-graph record --env {ENV} --policy {policy}{noise} --episodes {episodes} --seed {seed}",
-    )
+    return record_episodes(out, policy, eps, episodes, seed, env=ENV)
 
 
 # --------------------------------------------------------------------------- runs
