@@ -293,7 +293,8 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
             evals = f"  eval: {evals}" if evals else ""
             print(f"{it:>5} {losses} {steps:>7} {seconds:>7.2f}{evals}", flush=True)
         storage.makedirs(cfg.checkpoint)
-        ckpt = str(algo.save_to_path(storage.absolute(cfg.checkpoint)))
+        algo.save_to_path(**storage.target(cfg.checkpoint))  # a URI: our retrying file system
+        ckpt = storage.absolute(cfg.checkpoint)
         modules = {m: algo.get_module(m) for m in plan.spaces}
         try:
             report: dict[str, Any] | None = data_report(config)
