@@ -7,6 +7,12 @@ Sources: episode files or directories (local or URIs), converted transition rows
 episode row's ``extra_model_outputs["action_logp"]`` (where RLlib's EnvRunners record them,
 lookback dropped like the other buffers); they are used only when every episode has them.
 Converted rows carry none.
+
+Multi-agent episode files are read per module (:func:`load_logged` with a ``route``, as the
+multi-agent prelearner routes agents): every agent whose steps go to the module is one
+logged episode (its own observations, actions, rewards and end), the other agents part of
+the environment, acting as they were logged; each agent's ``action_logp`` is read from its
+own ``extra_model_outputs``.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from offline_graph.data.columns import counts_to_ptr
 from offline_graph.data.errors import ConfigError, DecodeError
 from offline_graph.data.files import scan_files
 from offline_graph.data.holdout import held_out
+from offline_graph.data.multi_agent import Route, read_agent_episodes
 from offline_graph.data.reader import read_transitions
 from offline_graph.data.spec import EpisodeSpec
 from offline_graph.data.transitions import Transitions
@@ -46,11 +53,7 @@ class Logged:
         return len(self.ptr) - 1
 
 
-def item_logp(item: bytes) -> np.ndarray | None:
-    """The ``action_logp`` of one episode row's steps (None when it has none)."""
-    if LOGP_KEY.encode() not in bytes(item):  # cheap test before a full decode
-        return None
-    state = unpack_item(item)
+def _state_logp(state: dict) -> np.ndarray | None:
     buf = (state.get("extra_model_outputs") or {}).get(LOGP_KEY)
     if not isinstance(buf, dict) or buf.get("data") is None:
         return None
@@ -58,14 +61,35 @@ def item_logp(item: bytes) -> np.ndarray | None:
     return data[int(buf.get("lookback") or 0) :]
 
 
+def item_logp(item: bytes) -> np.ndarray | None:
+    """The ``action_logp`` of one episode row's steps (None when it has none)."""
+    if LOGP_KEY.encode() not in bytes(item):  # cheap test before a full decode
+        return None
+    return _state_logp(unpack_item(item))
+
+
+def agent_logps(item: bytes) -> dict[str, np.ndarray | None]:
+    """Per agent (``str(agent_id)``) of a multi-agent row: its steps' ``action_logp``."""
+    if LOGP_KEY.encode() not in bytes(item):
+        return {}
+    state = unpack_item(item)
+    entries = state.get("agents") if isinstance(state.get("agents"), list) else [state]
+    return {
+        str(e.get("agent_id", "agent0")): _state_logp(e.get("episode", e))
+        for e in entries
+        if isinstance(e, dict)
+    }
+
+
+MULTI_AGENT_HINT = "Evaluate one module of multi-agent episode files with estimate_value(..., module_id=...)."
+
+
 def whole_episodes(trans: Transitions, where: str) -> tuple[Transitions, np.ndarray]:
     """``trans`` with each episode's steps contiguous and in order, and the episodes' ptr;
     ConfigError for multi-agent data or an episode without its end or its first step."""
     if trans.agent_ids is not None:
         raise ConfigError(
-            f"{where}: data must be single-agent episodes (found multi-agent rows). Off-policy "
-            "evaluation per module of multi-agent data is not supported; evaluate a module on "
-            "single-agent logs."
+            f"{where}: data must be single-agent episodes (found multi-agent rows). " + MULTI_AGENT_HINT
         )
     order = np.lexsort((trans.t, trans.episode_index))
     if not np.array_equal(order, np.arange(len(trans))):
@@ -95,6 +119,51 @@ def whole_episodes(trans: Transitions, where: str) -> tuple[Transitions, np.ndar
     return trans, ptr
 
 
+def _combine(parts: list[Transitions], logps: list[np.ndarray | None], where: str) -> Logged:
+    """Whole episodes of ``parts`` and, when every episode has them, its log-probabilities."""
+    trans, ptr = whole_episodes(Transitions.concat(parts), where)
+    have = [v for v in logps if v is not None]
+    logp = None
+    if len(have) == len(logps) and sum(len(v) for v in have) == len(trans):
+        logp = np.concatenate(have) if have else np.zeros(0)
+    return Logged(trans, ptr, logp)
+
+
+def load_agents(data: Any, route: Route, module_id: str, where: str = "estimate_value") -> Logged:
+    """The steps of the agents that ``route`` sends to ``module_id`` in the multi-agent (or
+    single-agent) episode files of ``data``, one logged episode per agent (module doc)."""
+    scan = scan_files(data)
+    if scan.kind != "episodes" or not scan.files:
+        raise ConfigError(
+            f"{where}: data must hold episode files for module_id={module_id!r} (found "
+            f"{scan.kind or 'no'} files in {data!r}). Converted rows carry no module; evaluate "
+            "a module on the multi-agent episode files."
+        )
+    parts: list[Transitions] = []
+    logps: list[np.ndarray | None] = []
+    seen: set[str] = set()
+
+    def to_module(agent_id: Any, recorded: str | None, episode_id: str) -> Any:
+        target = route(agent_id, recorded, episode_id)
+        if target is not None:
+            seen.add(target[0])
+        return target if target is not None and target[0] == module_id else None
+
+    for path in scan.files:
+        items = pq.read_table(storage.open_input_file(path), columns=["item"]).column("item").to_pylist()
+        for item, agents in zip(items, map(agent_logps, items)):
+            for part in read_agent_episodes([item], [path], to_module):
+                parts.append(Transitions.from_episodes([part.episode], 1.0))
+                logp = agents.get(str(part.agent_id))
+                logps.append(None if logp is None else logp[: len(part.episode)])
+    if not parts:
+        raise ConfigError(
+            f"{where}: module_id must be a module that agents of the data map to (found "
+            f"{module_id!r}; the agents map to {sorted(seen)}). Check the policy mapping."
+        )
+    return _combine(parts, logps, where)
+
+
 def load_logged(data: Any, spec: EpisodeSpec, where: str = "estimate_value") -> Logged:
     """Episodes of ``data`` (module doc) checked against ``spec`` (the module's spaces)."""
     if isinstance(data, Logged):
@@ -121,16 +190,11 @@ def load_logged(data: Any, spec: EpisodeSpec, where: str = "estimate_value") -> 
             if err.reason == "multi_agent":
                 raise ConfigError(
                     f"{where}: data must be single-agent episodes (found multi-agent rows in "
-                    f"{path}). Off-policy evaluation per module of multi-agent data is not supported."
+                    f"{path}). " + MULTI_AGENT_HINT
                 ) from None
             raise
         logps += [item_logp(i) for i in items]
-    trans, ptr = whole_episodes(Transitions.concat(parts), where)
-    have = [v for v in logps if v is not None]
-    logp = None
-    if len(have) == len(logps) and sum(len(v) for v in have) == len(trans):
-        logp = np.concatenate(have) if have else np.zeros(0)
-    return Logged(trans, ptr, logp)
+    return _combine(parts, logps, where)
 
 
 def held_out_episodes(logged: Logged, fraction: float, seed: int) -> Logged:

@@ -22,6 +22,12 @@ time limits that are not part of the task); False ends the return at the truncat
 logged episodes (and an env run with the same time limit) do. The IS estimators always sum
 the logged rewards.
 
+Multi-agent episode files: ``module_id=`` evaluates one module (the module itself, or a
+MultiRLModule holding it): every agent mapped to it (``policy_mapping_fn(agent_id, episode)``
+as in RLlib's config, else the module id recorded with the agent, else ``default_policy``)
+is one logged episode of its own steps and rewards; the other agents stay as they were
+logged (the value is the module's per-agent return with the others acting as logged).
+
 The interval is a bootstrap over episodes (``n_boot`` resamples, 95%); for FQE it resamples
 the per-episode ``V(s_0)`` of one fitted model (the model's own fitting error is not in it).
 """
@@ -35,7 +41,7 @@ import numpy as np
 
 from offline_graph.data import ope
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.logged import Logged, load_logged
+from offline_graph.data.logged import Logged, load_agents, load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
 from offline_graph.rllib.fqe import FQESettings, fit_fqe
@@ -66,6 +72,8 @@ def estimate_value(
     q_model: dict | None = None,
     bc_epochs: int = 5,
     torch_threads: int | None = 1,
+    module_id: str | None = None,
+    policy_mapping_fn: Any = None,
 ) -> dict[str, Any]:
     """The estimated expected return of ``module``'s policy from the episodes of ``data``.
 
@@ -77,6 +85,7 @@ def estimate_value(
     ``q_model`` (the Q network's GNN keys); ``bc_epochs`` for the cloned behaviour policy.
     ``torch_threads`` (1): torch's intra-op threads meanwhile (restored after; None leaves
     them): the graph batches are small, and more threads made the scatter ops slower.
+    ``module_id`` / ``policy_mapping_fn``: one module of multi-agent episode files (module doc).
 
     Returns ``{"value", "ci_low", "ci_high", "method", "gamma", "episodes", "transitions",
     "ess", "behaviour", "clipped", "warnings", "seconds", ...}`` (``ess`` / ``behaviour`` /
@@ -88,12 +97,40 @@ def estimate_value(
     if torch_threads is not None:
         torch.set_num_threads(int(torch_threads))
     try:
+        if module_id is not None:
+            module, data = _module_data(module, data, str(module_id), policy_mapping_fn)
         return _estimate(
             module, data, method, gamma, explore, n_boot, clip, seed, behaviour, bootstrap_truncated,
             FQESettings(epochs=epochs, batch_size=batch_size, lr=lr, tau=tau, model=q_model), bc_epochs,
         )  # fmt: skip
     finally:
         torch.set_num_threads(threads)
+
+
+def _module_data(module: Any, data: Any, module_id: str, mapping: Any) -> tuple[Any, Any]:
+    """``(the module, its agents' logged episodes)`` for ``module_id`` (module doc)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    if isinstance(module, MultiRLModule):
+        if module_id not in module:
+            raise ConfigError(
+                f"estimate_value: module_id must be one of the MultiRLModule's modules "
+                f"{sorted(module.keys())} (found {module_id!r})."
+            )
+        module = module[module_id]
+    if isinstance(data, Logged):
+        return module, data
+    check_module(module, "estimate_value")
+    spec = spec_from_spaces(module.observation_space, module.action_space)
+
+    def route(agent_id: Any, recorded: str | None, episode_id: str) -> tuple[str, Any]:
+        if mapping is not None:
+            return str(mapping(agent_id, MultiAgentEpisode(id_=episode_id))), spec
+        return recorded or DEFAULT_MODULE_ID, spec
+
+    return module, load_agents(data, route, module_id)
 
 
 def _estimate(
