@@ -73,9 +73,10 @@ def agent_logps(item: bytes) -> dict[str, np.ndarray | None]:
     if LOGP_KEY.encode() not in bytes(item):
         return {}
     state = unpack_item(item)
-    entries = state.get("agents") if isinstance(state.get("agents"), list) else [state]
+    agents = state.get("agents")
+    entries: list = agents if isinstance(agents, list) else [state]
     return {
-        str(e.get("agent_id", "agent0")): _state_logp(e.get("episode", e))
+        str("agent0" if e.get("agent_id") is None else e["agent_id"]): _state_logp(e.get("episode", e))
         for e in entries
         if isinstance(e, dict)
     }
