@@ -35,6 +35,7 @@ the per-episode ``V(s_0)`` of one fitted model (the model's own fitting error is
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -44,7 +45,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.logged import Logged, load_agents, load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
-from offline_graph.rllib.fqe import FQESettings, fit_fqe
+from offline_graph.rllib.fqe import FQESettings, fit_fqe, horizon
 from offline_graph.rllib.ope_policy import check_module, fit_behaviour, target_choices
 
 DEFAULT_GAMMA = 0.99
@@ -81,7 +82,9 @@ def estimate_value(
     URIs), converted transition rows (files or a ``pyarrow.Table``) or ``Transitions``, whole
     single-agent episodes. ``clip``: cap of each importance ratio (IS and DR). ``behaviour``:
     "auto" (logged ``action_logp`` where every episode has it, else BC), "logged" or "bc".
-    FQE settings: ``epochs``, ``batch_size``, ``lr``, ``tau`` (None: target copied per epoch),
+    FQE settings: ``epochs`` (at least; the target network is refreshed at least as many times
+    as the horizon needs, :func:`offline_graph.rllib.fqe.horizon`: the longest logged episode
+    with ``gamma=1``), ``batch_size``, ``lr``, ``tau`` (None: target copied every refresh),
     ``q_model`` (the Q network's GNN keys); ``bc_epochs`` for the cloned behaviour policy.
     ``torch_threads`` (1): torch's intra-op threads meanwhile (restored after; None leaves
     them): the graph batches are small, and more threads made the scatter ops slower.
@@ -89,7 +92,8 @@ def estimate_value(
 
     Returns ``{"value", "ci_low", "ci_high", "method", "gamma", "episodes", "transitions",
     "ess", "behaviour", "clipped", "warnings", "seconds", ...}`` (``ess`` / ``behaviour`` /
-    ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last epoch's TD loss).
+    ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last epoch's TD loss, and
+    ``fqe_iterations``, the target refreshes).
     """
     import torch
 
@@ -189,6 +193,9 @@ def _estimate(
     pi = target_choices(module, graphs, explore)
     if method in ("fqe", "dr"):
         ends = trans.terminateds | (trans.truncateds & (not bootstrap))
+        through = bootstrap and bool(trans.truncateds.any())
+        settings = replace(settings, iterations=horizon(np.diff(ptr), gamma, through))
+        out["fqe_iterations"] = settings.iterations
         fitted = fit_fqe(
             graphs, ptr, trans.actions, trans.rewards, ends, pi, gamma,
             module.observation_space, module.action_space, settings, seed,
