@@ -97,3 +97,54 @@ def test_module_id_errors_name_the_fix(ma_data) -> None:
         offline_graph.estimate_value(
             fixed([0.0, 0.0]), path, method="wis", module_id="nope", policy_mapping_fn=kind
         )
+
+
+@pytest.mark.slow
+def test_rllib_offline_evaluation_per_module_of_a_multi_agent_config(ray_session, ma_data) -> None:
+    from ray.rllib.algorithms.bc import BCConfig
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    path, returns = ma_data
+    spaces = {"m": (SPACE, gym.spaces.Discrete(2)), "other": (OTHER, gym.spaces.Discrete(3))}
+    specs = {
+        mid: RLModuleSpec(
+            module_class=offline_graph.GNNModule,
+            observation_space=obs,
+            action_space=act,
+            model_config={"hidden": 8, "layers": 1},
+        )
+        for mid, (obs, act) in spaces.items()
+    }
+    config = (
+        BCConfig()
+        .environment(
+            observation_space=gym.spaces.Dict({"a0": SPACE, "a1": SPACE, 7: OTHER}),
+            action_space=gym.spaces.Dict({a: spaces["other" if a == 7 else "m"][1] for a in ("a0", "a1", 7)}),
+        )
+        .multi_agent(policies=set(specs), policy_mapping_fn=kind)
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        .offline_data(input_=[path], input_read_episodes=True, dataset_num_iters_per_learner=2)
+        .training(train_batch_size_per_learner=8, gamma=1.0)
+        .evaluation(offline_evaluation_interval=1, offline_evaluation_type="wis", num_offline_eval_runners=0)
+    )
+    config = offline_graph.configure(config, seed=0, offline_evaluation={"n_boot": 10})
+    algo = config.build_algo()
+    try:
+        ope = algo.train()["evaluation"]["offline_eval_runners"]
+        for mid, agents in (("m", 48), ("other", 24)):
+            expected = offline_graph.estimate_value(
+                algo.get_module(mid),
+                path,
+                method="wis",
+                gamma=1.0,
+                n_boot=10,
+                module_id=mid,
+                policy_mapping_fn=kind,
+            )
+            assert ope[mid]["ope_episodes"] == expected["episodes"] == agents
+            assert ope[mid]["ope_value"] == pytest.approx(expected["value"], abs=1e-9)
+        # "m"'s logged agents' returns, weighted by the module's probabilities of their actions
+        assert min(returns) <= ope["m"]["ope_value"] <= max(returns)
+    finally:
+        algo.stop()

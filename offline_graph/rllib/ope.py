@@ -111,11 +111,24 @@ def estimate_value(
         torch.set_num_threads(threads)
 
 
+def module_route(spec: Any, mapping: Any) -> Any:
+    """A ``read_agent_episodes`` route sending each agent, with ``spec``, to
+    ``mapping(agent_id, episode)`` (RLlib's ``policy_mapping_fn``) or, without one, the module
+    recorded with it, else ``default_policy`` (the multi-agent prelearner's rule)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    def route(agent_id: Any, recorded: str | None, episode_id: str) -> tuple[str, Any]:
+        if mapping is not None:
+            return str(mapping(agent_id, MultiAgentEpisode(id_=episode_id))), spec
+        return recorded or DEFAULT_MODULE_ID, spec
+
+    return route
+
+
 def _module_data(module: Any, data: Any, module_id: str, mapping: Any) -> tuple[Any, Any]:
     """``(the module, its agents' logged episodes)`` for ``module_id`` (module doc)."""
-    from ray.rllib.core import DEFAULT_MODULE_ID
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
-    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
     if isinstance(module, MultiRLModule):
         if module_id not in module:
@@ -128,13 +141,7 @@ def _module_data(module: Any, data: Any, module_id: str, mapping: Any) -> tuple[
         return module, data
     check_module(module, "estimate_value")
     spec = spec_from_spaces(module.observation_space, module.action_space)
-
-    def route(agent_id: Any, recorded: str | None, episode_id: str) -> tuple[str, Any]:
-        if mapping is not None:
-            return str(mapping(agent_id, MultiAgentEpisode(id_=episode_id))), spec
-        return recorded or DEFAULT_MODULE_ID, spec
-
-    return module, load_agents(data, route, module_id)
+    return module, load_agents(data, module_route(spec, mapping), module_id)
 
 
 def _estimate(
