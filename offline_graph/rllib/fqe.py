@@ -18,6 +18,13 @@ number of refreshes must reach the horizon the value depends on (:func:`horizon`
 ``P = max(1, min(S, steps // K))`` steps (once per epoch when ``epochs >= K``), ``K`` =
 ``iterations``.
 
+Bootstrap heads (``settings.boot_heads = H > 0``, Osband et al. 2016's bootstrapped heads on
+a shared encoder): the network has ``1 + H`` Q heads; head 0 fits the data as above (the
+estimate), head ``h`` fits the same targets with each episode's steps weighted by a
+Poisson(1) draw ``w[h, i]`` (a resample of the episodes) and its own target head. Its value
+``sum_i w[h, i] V_h(s_0^i) / sum_i w[h, i]`` is one bootstrap replicate of the whole fit, so
+the spread of the ``H`` replicates includes the fitting error, not only the initial states'.
+
 The graphs are ``G = T + E`` columns: the ``T`` step observations then the ``E`` episodes'
 final observations; ``next_index[t]`` is ``t + 1`` inside an episode and ``T + i`` at the end
 of episode ``i``.
@@ -78,16 +85,20 @@ class FQESettings:
     """The Q network's encoder keys (GNNModule's ``hidden``, ``layers``, ``conv``, ...)."""
     iterations: int | None = None
     """Target refreshes ``K`` to reach (None: one per epoch); :func:`horizon` gives it."""
+    boot_heads: int = 0
+    """Bootstrap heads ``H`` (module doc); 0: none."""
 
 
 @dataclass
 class FQEValues:
     """The fitted model read at the data: ``q [T]`` = Q(s_t, a_t), ``v [G]`` =
-    E_{a ~ pi} Q(s, a) of every graph (steps, then final observations)."""
+    E_{a ~ pi} Q(s, a) of every graph (steps, then final observations), head 0; ``boot
+    [H]``: the bootstrap heads' values of the initial states (module doc)."""
 
     q: np.ndarray
     v: np.ndarray
     losses: list[float]
+    boot: np.ndarray
 
 
 def next_graph_index(ptr: np.ndarray) -> np.ndarray:
@@ -120,13 +131,16 @@ def fit_fqe(
     truncation when not bootstrapping through it)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net = q_network(observation_space, action_space, settings.model)
+    heads = int(settings.boot_heads)
+    net = q_network(observation_space, action_space, settings.model, num_q=1 + heads)
     target = net.frozen_copy()
     opt = torch.optim.Adam(net.parameters(), lr=settings.lr)
     nxt = next_graph_index(ptr)
     acts = torch.from_numpy(np.asarray(actions, np.int64))
     rews = torch.from_numpy(np.asarray(rewards, np.float32))
     alive = torch.from_numpy(1.0 - np.asarray(ends, np.float32))
+    episode_w = np.concatenate([np.ones((1, len(ptr) - 1)), rng.poisson(1.0, (heads, len(ptr) - 1))])
+    step_w = torch.from_numpy(np.repeat(episode_w, np.diff(ptr), axis=1).astype(np.float32))  # [1+H, T]
     steps, period = schedule(len(actions), settings, settings.iterations or int(settings.epochs))
     losses: list[float] = []
     step = 0
@@ -134,15 +148,17 @@ def fit_fqe(
         total, seen = 0.0, 0
         for idx in minibatches(len(actions), settings.batch_size, rng):
             with torch.no_grad():
-                _, (q_next,) = target(torch_obs(graphs.take(nxt[idx])))
-                v_next = _expected(q_next, pi.dense(nxt[idx], q_next.shape[1]))
+                _, q_next = target(torch_obs(graphs.take(nxt[idx])))
+                probs = pi.dense(nxt[idx], q_next[0].shape[1])
+                v_next = torch.stack([_expected(qn, probs) for qn in q_next])  # [1+H, B]
                 y = rews[idx] + gamma * alive[idx] * v_next
-            _, (q,) = net(torch_obs(graphs.take(idx)))
-            loss = (pick(q, acts[idx]) - y).pow(2).mean()
+            _, q = net(torch_obs(graphs.take(idx)))
+            err = (torch.stack([pick(qh, acts[idx]) for qh in q]) - y).pow(2) * step_w[:, idx]
+            loss = err.mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total, seen, step = total + float(loss.detach()) * len(idx), seen + len(idx), step + 1
+            total, seen, step = total + float(err[0].detach().sum()), seen + len(idx), step + 1
             if settings.tau is not None:
                 update_target_network(main_net=net, target_net=target, tau=float(settings.tau))
             elif step % period == 0:
@@ -153,8 +169,13 @@ def fit_fqe(
     q_sa, v = [], []
     with torch.no_grad():
         for idx in minibatches(len(graphs), INFERENCE_BATCH):
-            _, (q,) = net(torch_obs(graphs.take(idx)))
-            v.append(_expected(q, pi.dense(idx, q.shape[1])).double().numpy())
+            _, q = net(torch_obs(graphs.take(idx)))
+            probs = pi.dense(idx, q[0].shape[1])
+            v.append(torch.stack([_expected(qh, probs) for qh in q]).double().numpy())
             rows = idx[idx < len(actions)]
-            q_sa.append(pick(q[: len(rows)], acts[rows]).double().numpy())
-    return FQEValues(q=np.concatenate(q_sa), v=np.concatenate(v), losses=losses)
+            q_sa.append(pick(q[0][: len(rows)], acts[rows]).double().numpy())
+    v_all = np.concatenate(v, axis=1)
+    starts = v_all[1:, ptr[:-1]]
+    weights = episode_w[1:]
+    boot = (weights * starts).sum(1) / np.maximum(weights.sum(1), 1e-12)
+    return FQEValues(q=np.concatenate(q_sa), v=v_all[0], losses=losses, boot=boot)

@@ -28,8 +28,10 @@ as in RLlib's config, else the module id recorded with the agent, else ``default
 is one logged episode of its own steps and rewards; the other agents stay as they were
 logged (the value is the module's per-agent return with the others acting as logged).
 
-The interval is a bootstrap over episodes (``n_boot`` resamples, 95%); for FQE it resamples
-the per-episode ``V(s_0)`` of one fitted model (the model's own fitting error is not in it).
+The interval is a bootstrap over episodes (95%): ``n_boot`` resamples for the IS family and DR;
+for FQE ``fqe_heads`` bootstrap Q heads fitted on Poisson-weighted episodes
+(:mod:`offline_graph.rllib.fqe`), the interval ``value -+ 1.96 sd`` of their values, so it
+includes the fitting error (``fqe_heads=0``: resamples of one fitted model's ``V(s_0)``).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def estimate_value(
     q_model: dict | None = None,
     bc_epochs: int = 5,
     torch_threads: int | None = 1,
+    fqe_heads: int = 10,
     module_id: str | None = None,
     policy_mapping_fn: Any = None,
 ) -> dict[str, Any]:
@@ -85,7 +88,9 @@ def estimate_value(
     FQE settings: ``epochs`` (at least; the target network is refreshed at least as many times
     as the horizon needs, :func:`offline_graph.rllib.fqe.horizon`: the longest logged episode
     with ``gamma=1``), ``batch_size``, ``lr``, ``tau`` (None: target copied every refresh),
-    ``q_model`` (the Q network's GNN keys); ``bc_epochs`` for the cloned behaviour policy.
+    ``q_model`` (the Q network's GNN keys), ``fqe_heads`` (bootstrap Q heads for the FQE
+    interval, :mod:`offline_graph.rllib.fqe`; 0: resample the fitted ``V(s_0)`` only);
+    ``bc_epochs`` for the cloned behaviour policy.
     ``torch_threads`` (1): torch's intra-op threads meanwhile (restored after; None leaves
     them): the graph batches are small, and more threads made the scatter ops slower.
     ``module_id`` / ``policy_mapping_fn``: one module of multi-agent episode files (module doc).
@@ -105,7 +110,7 @@ def estimate_value(
             module, data = _module_data(module, data, str(module_id), policy_mapping_fn)
         return _estimate(
             module, data, method, gamma, explore, n_boot, clip, seed, behaviour, bootstrap_truncated,
-            FQESettings(epochs=epochs, batch_size=batch_size, lr=lr, tau=tau, model=q_model), bc_epochs,
+            FQESettings(epochs, batch_size, lr, tau, q_model, boot_heads=fqe_heads), bc_epochs,
         )  # fmt: skip
     finally:
         torch.set_num_threads(threads)
@@ -212,6 +217,10 @@ def _estimate(
         v_end = np.where(trans.truncateds[ptr[1:] - 1] & bootstrap, fitted.v[n:], 0.0)
         model = (fitted.q, fitted.v[:n], v_end)
         fqe_estimate = ope.mean_estimate(fitted.v[ptr[:-1]], n_boot, seed)
+        if len(fitted.boot) >= 2:
+            fqe_estimate["ci_low"], fqe_estimate["ci_high"] = ope.replicate_interval(
+                fqe_estimate["value"], fitted.boot
+            )
         if method == "fqe":
             out.update(fqe_estimate)
         else:
