@@ -148,3 +148,34 @@ def test_rllib_offline_evaluation_per_module_of_a_multi_agent_config(ray_session
         assert min(returns) <= ope["m"]["ope_value"] <= max(returns)
     finally:
         algo.stop()
+
+
+def test_cli_evaluate_data_estimates_every_module(ma_data, tmp_path) -> None:
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from offline_graph.rllib.checkpoints import MODULE_SUBDIR
+    from tests.helpers import run_cli
+
+    path, _ = ma_data
+    spaces = {"m": (SPACE, gym.spaces.Discrete(2)), "other": (OTHER, gym.spaces.Discrete(3))}
+    expected = {}
+    for mid, (obs, act) in spaces.items():
+        module = RLModuleSpec(
+            module_class=offline_graph.GNNModule, observation_space=obs, action_space=act
+        ).build()
+        module.save_to_path(str(tmp_path / "ckpt" / MODULE_SUBDIR / mid))
+        expected[mid] = offline_graph.estimate_value(
+            module, path, method="wis", gamma=1.0, seed=5, module_id=mid, policy_mapping_fn=kind
+        )
+    proc = run_cli(
+        "evaluate", "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "wis",
+        "--gamma", "1.0", "--seed", "5", "--policy-mapping", "tests.test_ope_multi_agent:kind",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for mid, agents in (("m", 48), ("other", 24)):
+        est = expected[mid]
+        assert (
+            f"module {mid}: wis estimate {est['value']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}]"
+            in proc.stdout
+        )
+        assert f"{agents} episodes" in proc.stdout

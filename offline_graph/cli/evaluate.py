@@ -88,9 +88,10 @@ class Config:
     explore: bool = False
     """With --data: evaluate the module's stochastic policy instead of its greedy one."""
     policy_mapping: str | None = None
-    """Multi-agent envs: module:function mapping an agent id to a module id (RLlib's
-    policy_mapping_fn(agent_id, episode, **kw)); default: the only module, else the module
-    named like the agent (for --policy: the agent id)."""
+    """Multi-agent envs and --data: module:function mapping an agent id to a module id
+    (RLlib's policy_mapping_fn(agent_id, episode, **kw)); default: the only module, else the
+    module named like the agent (for --policy: the agent id); with --data the mapping train
+    used, else the module recorded with each agent."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,11 @@ Prints one line per result::
 
     fqe estimate 31.20 [30.85, 31.61] (gamma 1.0, 300 episodes, 2117 transitions, 12.3s)
     env return  30.90 +- 12.10 over 50 episodes (greedy, seed 987654321)
+
+Multi-agent episode files (or a checkpoint with several modules): every module of the
+checkpoint is estimated on the agents mapped to it (``--policy-mapping``, else the mapping
+``train --multi-agent`` used, else the module recorded with each agent), one line
+``module <id>: <estimate>`` each; ``--env`` is for single-agent checkpoints here.
 """
 
 from __future__ import annotations
@@ -51,6 +56,43 @@ def check_module_env(module: Any, env_name: str, env_config: dict | None) -> Non
             )
 
 
+def _multi_agent(cfg: Any) -> bool:
+    """Whether ``cfg.data`` is multi-agent episode files or the checkpoint has several modules."""
+    from offline_graph.data.files import scan_files
+    from offline_graph.rllib.checkpoints import MODULE_SUBDIR
+
+    root = storage.join(storage.absolute(cfg.checkpoint), MODULE_SUBDIR)
+    several = storage.is_dir(root) and len(storage.entries(root)) > 1
+    return several or bool(scan_files(cfg.data).metadata.get("multi_agent"))
+
+
+def _run_modules(cfg: Any, res: dict[str, Any], gamma: float | None, kw: dict[str, Any]) -> dict[str, Any]:
+    """:func:`run_offline` per module of multi-agent data (module doc)."""
+    from offline_graph.cli.evaluate import _summary, load_mapping_fn
+    from offline_graph.rllib.checkpoints import restore_modules
+    from offline_graph.rllib.ope import estimate_value
+
+    if cfg.env:
+        raise ConfigError(
+            "evaluate: --env must not be given with multi-agent --data (found "
+            f"{cfg.env!r}). Estimate here, and play the modules with evaluate --env alone."
+        )
+    spec = cfg.policy_mapping or _summary(cfg.checkpoint).get("config", {}).get("policy_mapping")
+    mapping = load_mapping_fn(spec) if spec else None
+    res["per_module"] = {}
+    for mid, module in sorted(restore_modules(cfg.checkpoint).items()):
+        est = estimate_value(module, cfg.data, gamma=gamma, module_id=mid, policy_mapping_fn=mapping, **kw)
+        res["per_module"][mid] = est
+        print(f"module {mid}: {format_estimate(est)}")
+    _write(cfg, res)
+    return res
+
+
+def _write(cfg: Any, res: dict[str, Any]) -> None:
+    if cfg.output:
+        storage.write_bytes(cfg.output, json.dumps(res, indent=2, default=str).encode())
+
+
 def run_offline(cfg: Any) -> dict[str, Any]:
     """Restore the checkpoint's module, estimate its value from ``cfg.data`` (and play it in
     ``cfg.env`` when given); prints and returns the results (``cfg``: evaluate's Config)."""
@@ -58,17 +100,13 @@ def run_offline(cfg: Any) -> dict[str, Any]:
     from offline_graph.rllib.ope import estimate_value
 
     assert cfg.checkpoint is not None and cfg.data is not None  # noqa: S101 (parse_args checks)
-    module = restore_module(cfg.checkpoint)
     res: dict[str, Any] = {"checkpoint": storage.absolute(cfg.checkpoint), "data": cfg.data}
-    res["estimate"] = estimate_value(
-        module,
-        cfg.data,
-        method=cfg.method,
-        gamma=cfg.gamma if cfg.gamma is not None or not cfg.env else 1.0,
-        explore=cfg.explore,
-        epochs=cfg.fqe_epochs,
-        seed=cfg.seed % (2**32),
-    )
+    kw = dict(method=cfg.method, explore=cfg.explore, epochs=cfg.fqe_epochs, seed=cfg.seed % (2**32))
+    gamma = cfg.gamma if cfg.gamma is not None or not cfg.env else 1.0
+    if _multi_agent(cfg):
+        return _run_modules(cfg, res, gamma, kw)
+    module = restore_module(cfg.checkpoint)
+    res["estimate"] = estimate_value(module, cfg.data, gamma=gamma, **kw)
     lines = [format_estimate(res["estimate"])]
     if cfg.env:
         check_module_env(module, cfg.env, cfg.env_config)
@@ -79,6 +117,5 @@ def run_offline(cfg: Any) -> dict[str, Any]:
             f"(greedy, seed {cfg.seed})"
         )
     print("\n".join(lines))
-    if cfg.output:
-        storage.write_bytes(cfg.output, json.dumps(res, indent=2, default=str).encode())
+    _write(cfg, res)
     return res
