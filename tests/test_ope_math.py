@@ -75,16 +75,13 @@ def test_replicate_interval_by_hand() -> None:
     assert all(np.isnan(ope.replicate_interval(1.0, np.array([2.0]))))
 
 
-def test_fqe_horizon_and_schedule_by_hand() -> None:
-    from offline_graph.rllib.fqe import FQESettings, horizon, schedule
 
-    lengths = np.array([3, 50, 7])
-    assert horizon(lengths, 1.0, bootstrapped=False) == 50  # gamma 1: the longest episode
-    assert horizon(lengths, 0.9, bootstrapped=False) == 44  # 0.9^44 < 0.01 <= 0.9^43
-    assert horizon(lengths, 0.99, bootstrapped=True) == 459  # past the logged ends
-    assert horizon(lengths, 0.99, bootstrapped=False) == 50
-    # 2117 transitions, batch 256: 9 steps per epoch; 30 epochs = 270 steps >= 50 refreshes,
-    # every 5 steps; 60 epochs: once per epoch; 1 epoch: 50 steps, a refresh after each
-    assert schedule(2117, FQESettings(epochs=30), 50) == (270, 5)
-    assert schedule(2117, FQESettings(epochs=60), 50) == (540, 9)
-    assert schedule(2117, FQESettings(epochs=1), 50) == (50, 1)
+def test_fqe_settles_when_the_estimate_stops_moving() -> None:
+    from offline_graph.rllib.fqe import MIN_ITERATIONS, PLATEAU_WINDOW, settled
+
+    growing = [float(k) for k in range(40)]  # +1 per iteration: never settled
+    assert not settled(growing)
+    flat = growing[:25] + [25.0 + 0.02 * k for k in range(PLATEAU_WINDOW + 1)]  # +0.2 over 10 at 25.2
+    assert settled(flat)  # 0.2 <= 1% of 25.2
+    assert not settled(flat[:-1] + [25.0 + 0.3 + 0.02 * PLATEAU_WINDOW])  # 0.5 > 1% of 25.5
+    assert not settled([5.0] * (MIN_ITERATIONS - 1))  # too early to tell

@@ -83,8 +83,9 @@ class Config:
     dr (doubly robust)."""
     gamma: float | None = None
     """With --data: discount (default 0.99; 1.0 estimates the undiscounted episode return)."""
-    fqe_epochs: int = 30
-    """With --data and fqe / dr: epochs of fitted Q evaluation."""
+    fqe_epochs: int | None = None
+    """With --data and fqe / dr: epochs of fitted Q evaluation (one iteration each); default:
+    iterate until the estimate settles."""
     explore: bool = False
     """With --data: evaluate the module's stochastic policy instead of its greedy one."""
     policy_mapping: str | None = None

@@ -10,13 +10,18 @@ heads, masked choices ``finfo.min``) is regressed on the logged transitions
 ope_policy.Choices`, computed once); an ``s'`` without a legal choice contributes 0. ``end``
 is ``terminated``, and also ``truncated`` when ``bootstrap_truncated`` is False; otherwise a
 truncated step bootstraps from the stored final observation (as RLlib's value learners).
-The target network is a copy of the online one refreshed every ``P`` gradient steps
-(``tau=None``: the classic FQE iteration, one regression per refresh) or Polyak-averaged after
-every gradient step with ``tau``. FQE iteration ``k`` fits the ``k``-step value, so the
-number of refreshes must reach the horizon the value depends on (:func:`horizon`): with
-``S`` steps per epoch the fit runs ``max(epochs * S, K)`` steps and refreshes every
-``P = max(1, min(S, steps // K))`` steps (once per epoch when ``epochs >= K``), ``K`` =
-``iterations``.
+The target network is a copy of the online one, refreshed once per FQE iteration (``tau=None``;
+iteration ``k`` fits the ``k``-step value) or Polyak-averaged after every gradient step
+(``tau``). Schedule:
+
+- ``epochs=N``: ``N`` passes over the transitions, one iteration per pass (classic FQE);
+- ``epochs=None`` (automatic): iterations of ``P = clip(steps per epoch, 10, 50)`` gradient
+  steps until the estimate has converged: the mean ``V(s_0)`` over the episodes' first
+  observations moved less than :data:`PLATEAU_TOL` of itself over the last
+  :data:`PLATEAU_WINDOW` iterations (at least :data:`MIN_ITERATIONS`, at most
+  :data:`MAX_ITERATIONS`; not converged is reported). The target policy's horizon is not
+  the logged episodes' (a better policy lives longer than any logged episode), so the
+  number of iterations is found from the values rather than from the data.
 
 Bootstrap heads (``settings.boot_heads = H > 0``, Osband et al. 2016's bootstrapped heads on
 a shared encoder): the network has ``1 + H`` Q heads; head 0 fits the data as above (the
@@ -33,6 +38,7 @@ of episode ``i``.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -45,36 +51,32 @@ from offline_graph.rllib.critic import legal, pick
 from offline_graph.rllib.ope_policy import INFERENCE_BATCH, Choices, minibatches, q_network, torch_obs
 
 
-HORIZON_TAIL = 0.01
-"""With ``gamma < 1`` the iterations reach the step where ``gamma^k`` falls below this."""
-MAX_ITERATIONS = 1000
-"""Cap of :func:`horizon` (a very long horizon is fitted with at most this many refreshes)."""
+MIN_ITERATIONS = 20
+"""Automatic schedule: iterations before convergence is checked."""
+MAX_ITERATIONS = 300
+"""Automatic schedule: the most iterations."""
+PLATEAU_WINDOW = 10
+"""Automatic schedule: iterations over which the estimate must have settled."""
+PLATEAU_TOL = 0.01
+"""Automatic schedule: the relative change of the estimate over the window that counts as settled."""
+STEPS_PER_ITERATION = (10, 50)
+"""Automatic schedule: gradient steps per iteration, at least / at most (else one epoch)."""
 
 
-def horizon(lengths: np.ndarray, gamma: float, bootstrapped: bool) -> int:
-    """FQE iterations the value needs: the longest logged episode when nothing is bootstrapped
-    past its end (``gamma == 1``: exactly), else until ``gamma^k <`` :data:`HORIZON_TAIL`;
-    at most :data:`MAX_ITERATIONS`."""
-    longest = int(np.max(lengths)) if len(lengths) else 1
-    if gamma >= 1.0:
-        return min(max(1, longest), MAX_ITERATIONS)
-    k = int(math.ceil(math.log(HORIZON_TAIL) / math.log(gamma))) if gamma > 0 else 1
-    return max(1, min(k if bootstrapped else min(k, longest), MAX_ITERATIONS))
-
-
-def schedule(transitions: int, settings: "FQESettings", iterations: int) -> tuple[int, int]:
-    """``(gradient steps, steps between target refreshes)`` (module doc)."""
-    per_epoch = max(1, math.ceil(transitions / int(settings.batch_size)))
-    steps = max(int(settings.epochs) * per_epoch, iterations)
-    return steps, max(1, min(per_epoch, steps // max(1, iterations)))
+def settled(history: list[float]) -> bool:
+    """Whether the estimates per iteration have converged (module doc)."""
+    if len(history) < max(MIN_ITERATIONS, PLATEAU_WINDOW + 1):
+        return False
+    last, before = history[-1], history[-1 - PLATEAU_WINDOW]
+    return abs(last - before) <= PLATEAU_TOL * max(abs(last), 1e-6)
 
 
 @dataclass(frozen=True)
 class FQESettings:
     """Training settings of :func:`fit_fqe`."""
 
-    epochs: int = 30
-    """Passes over the transitions (at least; more when the horizon needs more steps)."""
+    epochs: int | None = None
+    """Passes over the transitions, one iteration each; None: automatic (module doc)."""
     batch_size: int = 256
     """Transitions per gradient step."""
     lr: float = 1e-3
@@ -83,8 +85,6 @@ class FQESettings:
     """None: copy the target network after every epoch; else Polyak rate per step."""
     model: dict | None = None
     """The Q network's encoder keys (GNNModule's ``hidden``, ``layers``, ``conv``, ...)."""
-    iterations: int | None = None
-    """Target refreshes ``K`` to reach (None: one per epoch); :func:`horizon` gives it."""
     boot_heads: int = 0
     """Bootstrap heads ``H`` (module doc); 0: none."""
 
@@ -99,6 +99,10 @@ class FQEValues:
     v: np.ndarray
     losses: list[float]
     boot: np.ndarray
+    estimates: list[float]
+    """Mean ``V(s_0)`` after each iteration."""
+    converged: bool
+    """False when the automatic schedule stopped at :data:`MAX_ITERATIONS` unsettled."""
 
 
 def next_graph_index(ptr: np.ndarray) -> np.ndarray:
@@ -141,12 +145,20 @@ def fit_fqe(
     alive = torch.from_numpy(1.0 - np.asarray(ends, np.float32))
     episode_w = np.concatenate([np.ones((1, len(ptr) - 1)), rng.poisson(1.0, (heads, len(ptr) - 1))])
     step_w = torch.from_numpy(np.repeat(episode_w, np.diff(ptr), axis=1).astype(np.float32))  # [1+H, T]
-    steps, period = schedule(len(actions), settings, settings.iterations or int(settings.epochs))
+    per_epoch = max(1, math.ceil(len(actions) / int(settings.batch_size)))
+    if settings.epochs is None:
+        period, iterations = int(np.clip(per_epoch, *STEPS_PER_ITERATION)), MAX_ITERATIONS
+    else:
+        period, iterations = per_epoch, int(settings.epochs)
+    start_idx = np.asarray(ptr[:-1])[:INFERENCE_BATCH]  # progress: on <= 512 episodes
+    start_obs = torch_obs(graphs.take(start_idx))
+    batches = _endless(len(actions), settings.batch_size, rng)
     losses: list[float] = []
-    step = 0
-    while step < steps:
+    estimates: list[float] = []
+    for _ in range(iterations):
         total, seen = 0.0, 0
-        for idx in minibatches(len(actions), settings.batch_size, rng):
+        for _ in range(period):
+            idx = next(batches)
             with torch.no_grad():
                 _, q_next = target(torch_obs(graphs.take(nxt[idx])))
                 probs = pi.dense(nxt[idx], q_next[0].shape[1])
@@ -158,14 +170,17 @@ def fit_fqe(
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total, seen, step = total + float(err[0].detach().sum()), seen + len(idx), step + 1
+            total, seen = total + float(err[0].detach().sum()), seen + len(idx)
             if settings.tau is not None:
                 update_target_network(main_net=net, target_net=target, tau=float(settings.tau))
-            elif step % period == 0:
-                target.load_state_dict(net.state_dict())
-            if step == steps:
-                break
+        if settings.tau is None:
+            target.load_state_dict(net.state_dict())
         losses.append(total / max(1, seen))
+        with torch.no_grad():
+            _, (q0, *_) = net(start_obs)
+            estimates.append(float(_expected(q0, pi.dense(start_idx, q0.shape[1])).mean()))
+        if settings.epochs is None and settled(estimates):
+            break
     q_sa, v = [], []
     with torch.no_grad():
         for idx in minibatches(len(graphs), INFERENCE_BATCH):
@@ -175,7 +190,14 @@ def fit_fqe(
             rows = idx[idx < len(actions)]
             q_sa.append(pick(q[0][: len(rows)], acts[rows]).double().numpy())
     v_all = np.concatenate(v, axis=1)
-    starts = v_all[1:, ptr[:-1]]
+    first = v_all[1:, ptr[:-1]]
     weights = episode_w[1:]
-    boot = (weights * starts).sum(1) / np.maximum(weights.sum(1), 1e-12)
-    return FQEValues(q=np.concatenate(q_sa), v=v_all[0], losses=losses, boot=boot)
+    boot = (weights * first).sum(1) / np.maximum(weights.sum(1), 1e-12)
+    converged = settings.epochs is not None or settled(estimates)
+    return FQEValues(np.concatenate(q_sa), v_all[0], losses, boot, estimates, converged)
+
+
+def _endless(n: int, size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Shuffled minibatches of ``0..n-1``, epoch after epoch."""
+    while True:
+        yield from minibatches(n, size, rng)

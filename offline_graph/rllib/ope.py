@@ -37,7 +37,6 @@ includes the fitting error (``fqe_heads=0``: resamples of one fitted model's ``V
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -47,7 +46,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.logged import Logged, load_agents, load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
-from offline_graph.rllib.fqe import FQESettings, fit_fqe, horizon
+from offline_graph.rllib.fqe import FQESettings, fit_fqe
 from offline_graph.rllib.ope_policy import check_module, fit_behaviour, target_choices
 
 DEFAULT_GAMMA = 0.99
@@ -68,7 +67,7 @@ def estimate_value(
     seed: int = 0,
     behaviour: Behaviour = "auto",
     bootstrap_truncated: bool | None = None,
-    epochs: int = 30,
+    epochs: int | None = None,
     batch_size: int = 256,
     lr: float = 1e-3,
     tau: float | None = None,
@@ -85,9 +84,9 @@ def estimate_value(
     URIs), converted transition rows (files or a ``pyarrow.Table``) or ``Transitions``, whole
     single-agent episodes. ``clip``: cap of each importance ratio (IS and DR). ``behaviour``:
     "auto" (logged ``action_logp`` where every episode has it, else BC), "logged" or "bc".
-    FQE settings: ``epochs`` (at least; the target network is refreshed at least as many times
-    as the horizon needs, :func:`offline_graph.rllib.fqe.horizon`: the longest logged episode
-    with ``gamma=1``), ``batch_size``, ``lr``, ``tau`` (None: target copied every refresh),
+    FQE settings: ``epochs`` (None: iterate until the estimate settles; N: N passes, one FQE
+    iteration each; :mod:`offline_graph.rllib.fqe`), ``batch_size``, ``lr``, ``tau`` (None:
+    target copied every iteration),
     ``q_model`` (the Q network's GNN keys), ``fqe_heads`` (bootstrap Q heads for the FQE
     interval, :mod:`offline_graph.rllib.fqe`; 0: resample the fitted ``V(s_0)`` only);
     ``bc_epochs`` for the cloned behaviour policy.
@@ -97,8 +96,8 @@ def estimate_value(
 
     Returns ``{"value", "ci_low", "ci_high", "method", "gamma", "episodes", "transitions",
     "ess", "behaviour", "clipped", "warnings", "seconds", ...}`` (``ess`` / ``behaviour`` /
-    ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last epoch's TD loss, and
-    ``fqe_iterations``, the target refreshes).
+    ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last iteration's TD loss, and
+    ``fqe_iterations``).
     """
     import torch
 
@@ -205,14 +204,18 @@ def _estimate(
     pi = target_choices(module, graphs, explore)
     if method in ("fqe", "dr"):
         ends = trans.terminateds | (trans.truncateds & (not bootstrap))
-        through = bootstrap and bool(trans.truncateds.any())
-        settings = replace(settings, iterations=horizon(np.diff(ptr), gamma, through))
-        out["fqe_iterations"] = settings.iterations
         fitted = fit_fqe(
             graphs, ptr, trans.actions, trans.rewards, ends, pi, gamma,
             module.observation_space, module.action_space, settings, seed,
         )  # fmt: skip
         out["fqe_loss"] = fitted.losses[-1] if fitted.losses else None
+        out["fqe_iterations"] = len(fitted.estimates)
+        if not fitted.converged:
+            out["warnings"].append(
+                f"fqe: the estimate had not settled after {len(fitted.estimates)} iterations "
+                f"(last {fitted.estimates[-10:]}); pass epochs= to fit longer, or check that the "
+                "target policy ends its episodes."
+            )
         n = len(trans)
         v_end = np.where(trans.truncateds[ptr[1:] - 1] & bootstrap, fitted.v[n:], 0.0)
         model = (fitted.q, fitted.v[:n], v_end)
