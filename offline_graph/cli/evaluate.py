@@ -86,6 +86,10 @@ class Config:
     fqe_epochs: int | None = None
     """With --data and fqe / dr: epochs of fitted Q evaluation (one iteration each); default:
     iterate until the estimate settles."""
+    horizon: int | None = None
+    """With --data and fqe / dr: the most steps an episode can last (the env's time limit):
+    that many FQE iterations (default: the longest truncated logged episode, else until the
+    estimate settles)."""
     explore: bool = False
     """With --data: evaluate the module's stochastic policy instead of its greedy one."""
     policy_mapping: str | None = None

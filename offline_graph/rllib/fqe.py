@@ -15,8 +15,12 @@ iteration ``k`` fits the ``k``-step value) or Polyak-averaged after every gradie
 (``tau``). Schedule:
 
 - ``epochs=N``: ``N`` passes over the transitions, one iteration per pass (classic FQE);
-- ``epochs=None`` (automatic): iterations of ``P = clip(steps per epoch, 10, 50)`` gradient
-  steps until the estimate has converged: the mean ``V(s_0)`` over the episodes' first
+- ``horizon=H`` (``epochs=None``): exactly ``H`` iterations of ``P = clip(steps per epoch,
+  10, 50)`` gradient steps each. Iterating ``H`` times from ``Q = 0`` gives the ``H``-step
+  value, which is the value of a task that ends after ``H`` steps (a time limit) even when the
+  observation does not show the time left, where the fixed point would be wrong;
+- ``epochs=None, horizon=None`` (automatic): iterations of ``P`` steps until the estimate has
+  converged: the mean ``V(s_0)`` over the episodes' first
   observations moved less than :data:`PLATEAU_TOL` of itself over the last
   :data:`PLATEAU_WINDOW` iterations (at least :data:`MIN_ITERATIONS`, at most
   :data:`MAX_ITERATIONS`; not converged is reported). The target policy's horizon is not
@@ -26,9 +30,11 @@ iteration ``k`` fits the ``k``-step value) or Polyak-averaged after every gradie
 Bootstrap heads (``settings.boot_heads = H > 0``, Osband et al. 2016's bootstrapped heads on
 a shared encoder): the network has ``1 + H`` Q heads; head 0 fits the data as above (the
 estimate), head ``h`` fits the same targets with each episode's steps weighted by a
-Poisson(1) draw ``w[h, i]`` (a resample of the episodes) and its own target head. Its value
-``sum_i w[h, i] V_h(s_0^i) / sum_i w[h, i]`` is one bootstrap replicate of the whole fit, so
-the spread of the ``H`` replicates includes the fitting error, not only the initial states'.
+Poisson(1) draw ``w[h, i]`` (a resample of the episodes) and its own target head, on the
+encoder's features with the gradient stopped (the encoder learns from head 0 only, so the
+heads do not change the estimate). Its value ``sum_i w[h, i] V_h(s_0^i) / sum_i w[h, i]`` is
+one bootstrap replicate of the Q regression, so the spread of the replicates includes that
+fitting error, not only the initial states' (the encoder's own is not in it).
 
 The graphs are ``G = T + E`` columns: the ``T`` step observations then the ``E`` episodes'
 final observations; ``next_index[t]`` is ``t + 1`` inside an episode and ``T + i`` at the end
@@ -40,6 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -48,6 +55,7 @@ from ray.rllib.utils.torch_utils import update_target_network
 
 from offline_graph.data.columns import GraphColumns
 from offline_graph.rllib.critic import legal, pick
+from offline_graph.rllib.gnn_layers import GraphEncoding
 from offline_graph.rllib.ope_policy import INFERENCE_BATCH, Choices, minibatches, q_network, torch_obs
 
 
@@ -87,6 +95,8 @@ class FQESettings:
     """The Q network's encoder keys (GNNModule's ``hidden``, ``layers``, ``conv``, ...)."""
     boot_heads: int = 0
     """Bootstrap heads ``H`` (module doc); 0: none."""
+    horizon: int | None = None
+    """With ``epochs=None``: exactly this many iterations (module doc); None: until settled."""
 
 
 @dataclass
@@ -147,7 +157,8 @@ def fit_fqe(
     step_w = torch.from_numpy(np.repeat(episode_w, np.diff(ptr), axis=1).astype(np.float32))  # [1+H, T]
     per_epoch = max(1, math.ceil(len(actions) / int(settings.batch_size)))
     if settings.epochs is None:
-        period, iterations = int(np.clip(per_epoch, *STEPS_PER_ITERATION)), MAX_ITERATIONS
+        period = int(np.clip(per_epoch, *STEPS_PER_ITERATION))
+        iterations = MAX_ITERATIONS if settings.horizon is None else int(settings.horizon)
     else:
         period, iterations = per_epoch, int(settings.epochs)
     start_idx = np.asarray(ptr[:-1])[:INFERENCE_BATCH]  # progress: on <= 512 episodes
@@ -164,9 +175,9 @@ def fit_fqe(
                 probs = pi.dense(nxt[idx], q_next[0].shape[1])
                 v_next = torch.stack([_expected(qn, probs) for qn in q_next])  # [1+H, B]
                 y = rews[idx] + gamma * alive[idx] * v_next
-            _, q = net(torch_obs(graphs.take(idx)))
+            q = _train_heads(net, torch_obs(graphs.take(idx)))
             err = (torch.stack([pick(qh, acts[idx]) for qh in q]) - y).pow(2) * step_w[:, idx]
-            loss = err.mean()
+            loss = err[0].mean() + (err[1:].mean() if heads else 0.0)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -179,7 +190,7 @@ def fit_fqe(
         with torch.no_grad():
             _, (q0, *_) = net(start_obs)
             estimates.append(float(_expected(q0, pi.dense(start_idx, q0.shape[1])).mean()))
-        if settings.epochs is None and settled(estimates):
+        if settings.epochs is None and settings.horizon is None and settled(estimates):
             break
     q_sa, v = [], []
     with torch.no_grad():
@@ -193,8 +204,18 @@ def fit_fqe(
     first = v_all[1:, ptr[:-1]]
     weights = episode_w[1:]
     boot = (weights * first).sum(1) / np.maximum(weights.sum(1), 1e-12)
-    converged = settings.epochs is not None or settled(estimates)
+    converged = settings.epochs is not None or settings.horizon is not None or settled(estimates)
     return FQEValues(np.concatenate(q_sa), v_all[0], losses, boot, estimates, converged)
+
+
+def _train_heads(net: Any, obs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Every head's Q values; the bootstrap heads read the encoding with the gradient stopped."""
+    enc = net.encoder(obs)
+    out = [net.q_heads[0](enc, obs)]
+    if len(net.q_heads) > 1:
+        frozen = GraphEncoding(enc.nodes.detach(), enc.graphs.detach(), enc.batch, enc.ptr)
+        out += [head(frozen, obs) for head in net.q_heads[1:]]
+    return out
 
 
 def _endless(n: int, size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:

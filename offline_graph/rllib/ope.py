@@ -37,6 +37,7 @@ includes the fitting error (``fqe_heads=0``: resamples of one fitted model's ``V
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -68,6 +69,7 @@ def estimate_value(
     behaviour: Behaviour = "auto",
     bootstrap_truncated: bool | None = None,
     epochs: int | None = None,
+    horizon: int | None = None,
     batch_size: int = 256,
     lr: float = 1e-3,
     tau: float | None = None,
@@ -84,9 +86,11 @@ def estimate_value(
     URIs), converted transition rows (files or a ``pyarrow.Table``) or ``Transitions``, whole
     single-agent episodes. ``clip``: cap of each importance ratio (IS and DR). ``behaviour``:
     "auto" (logged ``action_logp`` where every episode has it, else BC), "logged" or "bc".
-    FQE settings: ``epochs`` (None: iterate until the estimate settles; N: N passes, one FQE
-    iteration each; :mod:`offline_graph.rllib.fqe`), ``batch_size``, ``lr``, ``tau`` (None:
-    target copied every iteration),
+    FQE settings: ``horizon`` (the most steps an episode can last, e.g. the env's time limit:
+    exactly that many FQE iterations; default: the longest truncated logged episode when
+    some were truncated, else iterate until the estimate settles), ``epochs`` (N: N passes
+    instead, one iteration each; :mod:`offline_graph.rllib.fqe`), ``batch_size``, ``lr``,
+    ``tau`` (None: target copied every iteration),
     ``q_model`` (the Q network's GNN keys), ``fqe_heads`` (bootstrap Q heads for the FQE
     interval, :mod:`offline_graph.rllib.fqe`; 0: resample the fitted ``V(s_0)`` only);
     ``bc_epochs`` for the cloned behaviour policy.
@@ -96,8 +100,8 @@ def estimate_value(
 
     Returns ``{"value", "ci_low", "ci_high", "method", "gamma", "episodes", "transitions",
     "ess", "behaviour", "clipped", "warnings", "seconds", ...}`` (``ess`` / ``behaviour`` /
-    ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last iteration's TD loss, and
-    ``fqe_iterations``).
+    ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last iteration's TD loss,
+    ``fqe_iterations`` and ``fqe_horizon``, the horizon used or None).
     """
     import torch
 
@@ -109,7 +113,7 @@ def estimate_value(
             module, data = _module_data(module, data, str(module_id), policy_mapping_fn)
         return _estimate(
             module, data, method, gamma, explore, n_boot, clip, seed, behaviour, bootstrap_truncated,
-            FQESettings(epochs, batch_size, lr, tau, q_model, boot_heads=fqe_heads), bc_epochs,
+            FQESettings(epochs, batch_size, lr, tau, q_model, fqe_heads, horizon), bc_epochs,
         )  # fmt: skip
     finally:
         torch.set_num_threads(threads)
@@ -204,6 +208,11 @@ def _estimate(
     pi = target_choices(module, graphs, explore)
     if method in ("fqe", "dr"):
         ends = trans.terminateds | (trans.truncateds & (not bootstrap))
+        if settings.horizon is None and settings.epochs is None and not bootstrap and trans.truncateds.any():
+            # a time limit, seen in the data: the longest truncated episode
+            lengths = np.diff(ptr)[trans.truncateds[ptr[1:] - 1]]
+            settings = replace(settings, horizon=int(lengths.max()))
+        out["fqe_horizon"] = settings.horizon
         fitted = fit_fqe(
             graphs, ptr, trans.actions, trans.rewards, ends, pi, gamma,
             module.observation_space, module.action_space, settings, seed,
