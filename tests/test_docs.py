@@ -20,6 +20,8 @@ import subprocess
 import sys
 from typing import Callable
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
 import offline_graph
@@ -110,6 +112,23 @@ def check_first_config(run: PageRun) -> None:
     assert report["episodes_used"] > 0 and report["rejected_by_reason"] == {}
 
 
+def check_readme(run: PageRun) -> None:
+    """The first config, then the WIS estimate: a weighted mean of the logged returns (within
+    their range), the behaviour cloned (sample_data has no action_logp)."""
+    check_first_config(PageRun(run.cwd, "\n".join(run.lines[:-1]), run.setup))
+    from offline_graph.data.logged import load_logged
+    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.space_text import graph_space
+
+    words = run.lines[-1].replace("[", " ").replace("]", " ").replace(",", " ").split()
+    assert words[0] == "wis" and words[-1] == "bc", run.lines[-1]
+    value, low, high = map(float, words[1:4])
+    space = spec_from_spaces(graph_space(16, 2), gym.spaces.Discrete(4))
+    logged = load_logged(str(ROOT / "sample_data/mixed"), space)
+    returns = np.add.reduceat(logged.trans.rewards, logged.ptr[:-1])
+    assert returns.min() <= low <= value <= high <= returns.max()
+
+
 def check_own_data(run: PageRun) -> None:
     # 20 episodes of 5 node features, actions 0..2: the spaces inferred from the data
     assert run.lines[-1] == "graph:F=5 discrete:3"
@@ -133,8 +152,8 @@ def check_multi_agent(run: PageRun) -> None:
 
 
 CHECKS: dict[str, Callable[[PageRun], None]] = {
-    "README.md": check_first_config,
-    "docs/getting-started.md": check_first_config,
+    "README.md": check_readme,
+    "docs/getting-started.md": check_readme,
     "docs/guides/data-format.md": check_own_data,
     "docs/guides/multi-agent.md": check_multi_agent,
 }
