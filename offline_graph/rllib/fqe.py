@@ -16,7 +16,7 @@ iteration ``k`` fits the ``k``-step value) or Polyak-averaged after every gradie
 
 - ``epochs=N``: ``N`` passes over the transitions, one iteration per pass (classic FQE);
 - ``horizon=H`` (``epochs=None``): exactly ``H`` iterations of ``P = clip(steps per epoch,
-  10, 50)`` gradient steps each. Iterating ``H`` times from ``Q = 0`` gives the ``H``-step
+  16, 64)`` gradient steps each. Iterating ``H`` times from ``Q = 0`` gives the ``H``-step
   value, which is the value of a task that ends after ``H`` steps (a time limit) even when the
   observation does not show the time left, where the fixed point would be wrong;
 - ``epochs=None, horizon=None`` (automatic): iterations of ``P`` steps until the estimate has
@@ -67,7 +67,7 @@ PLATEAU_WINDOW = 10
 """Automatic schedule: iterations over which the estimate must have settled."""
 PLATEAU_TOL = 0.01
 """Automatic schedule: the relative change of the estimate over the window that counts as settled."""
-STEPS_PER_ITERATION = (10, 50)
+STEPS_PER_ITERATION = (16, 64)
 """Automatic schedule: gradient steps per iteration, at least / at most (else one epoch)."""
 
 
@@ -85,7 +85,7 @@ class FQESettings:
 
     epochs: int | None = None
     """Passes over the transitions, one iteration each; None: automatic (module doc)."""
-    batch_size: int = 256
+    batch_size: int = 128
     """Transitions per gradient step."""
     lr: float = 1e-3
     """Adam learning rate."""

@@ -70,7 +70,7 @@ def estimate_value(
     bootstrap_truncated: bool | None = None,
     epochs: int | None = None,
     horizon: int | None = None,
-    batch_size: int = 256,
+    batch_size: int = 128,
     lr: float = 1e-3,
     tau: float | None = None,
     q_model: dict | None = None,
