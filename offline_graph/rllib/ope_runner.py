@@ -67,6 +67,19 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
     return {"method": OPE_TYPES[kind], **(options or {})}
 
 
+def evaluation_episodes(
+    data: Any, observation_space: Any, action_space: Any, holdout: float, holdout_seed: int
+) -> tuple[Logged, bool]:
+    """The episodes of ``data`` (checked against a module's spaces) to estimate a policy's
+    value on, and whether they are the training episodes: the ones training holds out
+    (``holdout`` > 0, split by episode id and ``holdout_seed`` as the prelearner splits them),
+    else all of them (in-sample: True)."""
+    logged = load_logged(data, spec_from_spaces(observation_space, action_space), "offline evaluation")
+    if holdout > 0:
+        return held_out_episodes(logged, holdout, holdout_seed), False
+    return logged, True
+
+
 class GraphOPERunner(OfflineEvaluationRunner):
     """RLlib's offline evaluation runner, estimating each module's value (module doc)."""
 
@@ -77,11 +90,14 @@ class GraphOPERunner(OfflineEvaluationRunner):
             self._logged = {}
         if module_id not in self._logged:
             settings = read_settings(self.config, "GraphOPERunner")
-            spec = spec_from_spaces(module.observation_space, module.action_space)
-            logged = load_logged(list_files(self.config.input_), spec, "offline evaluation")
-            if settings.holdout > 0:
-                logged = held_out_episodes(logged, settings.holdout, settings.holdout_seed)
-            else:
+            logged, in_sample = evaluation_episodes(
+                list_files(self.config.input_),
+                module.observation_space,
+                module.action_space,
+                settings.holdout,
+                settings.holdout_seed,
+            )
+            if in_sample:
                 logger.warning(
                     "offline evaluation: no held-out episodes (configure(holdout=0)); estimating "
                     "on the training episodes (%d).",
