@@ -100,8 +100,8 @@ def test_select_by_wis_keeps_the_best_estimate_across_a_resume(ray_session, tmp_
 @pytest.mark.slow
 def test_select_by_fqe_writes_the_best_module_as_the_checkpoint(ray_session, tmp_path, capsys):
     ckpt = tmp_path / "run"
-    argv = [*ARGS, "--iterations", "2", "--select-by", "fqe", "--select-epochs", "2", "--checkpoint", str(ckpt)]
-    assert train_cli.main(argv) == 0
+    argv = ["--iterations", "2", "--select-by", "fqe", "--select-epochs", "2", "--checkpoint", str(ckpt)]
+    assert train_cli.main([*ARGS, *argv]) == 0
     sel = check_selection(ckpt, [1, 2], capsys.readouterr().out)
     assert sel["epochs"] == 2 and sel["explore"] is False
 
