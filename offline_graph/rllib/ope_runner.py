@@ -17,7 +17,10 @@ the config's, and reports ``ope_value``, ``ope_ci_low``, ``ope_ci_high``, ``ope_
 ``evaluation/offline_eval_runners/<module_id>/...`` result keys. ``configure(offline_evaluation=
 {...})`` passes other ``estimate_value`` keywords (``epochs``, ``n_boot``, ``clip``, ...).
 With ``num_offline_eval_runners`` 0 the runner is local; remote runners each estimate on
-all held-out episodes (the streaming split RLlib gives them is not read).
+all held-out episodes (the streaming split RLlib gives them is not read), once per
+iteration: a run reports the whole ``offline_evaluation_duration`` as done under
+``__all_modules__/dataset_num_iters_evaluated`` (RLlib's remote loop waits for that count;
+without it RLlib 2.60 raised ``KeyError: '__all_modules__'``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ray.rllib.core import ALL_MODULES
 from ray.rllib.offline.offline_evaluation_runner import OfflineEvaluationRunner
+from ray.rllib.utils.metrics import DATASET_NUM_ITERS_EVALUATED
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.files import list_files
@@ -65,6 +70,23 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
         )
     cfg.evaluation(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
     return {"method": OPE_TYPES[kind], **(options or {})}
+
+
+def offline_runner_cpus(cfg: Any) -> float:
+    """CPUs the remote offline evaluation runners of ``cfg`` request (0 with a local runner
+    or no offline evaluation): counted by :func:`offline_graph.configure`'s CPU plan."""
+    if not cfg.offline_evaluation_interval:
+        return 0.0
+    return int(cfg.num_offline_eval_runners or 0) * float(cfg.num_cpus_per_offline_eval_runner)
+
+
+def share_small_machine(cfg: Any, share: float) -> None:
+    """On a small machine (the CPU plan's fractional case) remote offline evaluation runners
+    request ``share`` CPU instead of RLlib's 1 (a user's other value is kept): on 2 CPUs the
+    runner's whole CPU left none for Ray Data's read tasks and the first ``train()`` waited
+    forever. An estimate runs torch on one thread whatever the request."""
+    if offline_runner_cpus(cfg) and cfg.num_cpus_per_offline_eval_runner == 1:
+        cfg.evaluation(num_cpus_per_offline_eval_runner=share)
 
 
 def evaluation_episodes(
@@ -119,4 +141,8 @@ class GraphOPERunner(OfflineEvaluationRunner):
                     self.metrics.log_value((mid, f"ope_{key}"), float(res[key]), window=1)
             for warning in res["warnings"]:
                 logger.warning("offline evaluation of module %s: %s", mid, warning)
+        # One estimate covers all held-out episodes: it counts as the whole duration RLlib's
+        # remote-runner loop waits for (which reads this key and loops until it is reached).
+        duration = max(1, int(self.config.offline_evaluation_duration or 1))
+        self.metrics.log_value((ALL_MODULES, DATASET_NUM_ITERS_EVALUATED), duration, reduce="sum")
         return self.metrics.reduce()
