@@ -91,6 +91,8 @@ def test_fqe_and_dr_in_rllib_offline_evaluation_local_and_remote(ray_session, ki
         .debugging(seed=0)
     )
     config = offline_graph.configure(config, seed=0, holdout=0.1, offline_evaluation=FQE_OPTIONS)
+    # 2 CPUs (ray_session): a remote runner of RLlib's 1 CPU left none for the reads (a hang)
+    assert config.num_cpus_per_offline_eval_runner == (0.25 if runners else 1)
     algo = config.build_algo()
     try:
         result = algo.train()
