@@ -114,7 +114,7 @@ class TrainSelection:
                 "no --holdout): the estimate is in-sample and favours overfitting.",
                 file=sys.stderr,
             )
-        options = {k: self.settings[k] for k in ("explore", "epochs") if k in self.settings}
+        options: dict[str, Any] = {k: self.settings[k] for k in ("explore", "epochs") if k in self.settings}
         self.selector = CheckpointSelector(
             episodes,
             cfg.select_by,
