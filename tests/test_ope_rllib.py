@@ -21,17 +21,24 @@ from tests.test_ope import SPACE, logged_episodes
 ACT = gym.spaces.Discrete(2)
 
 
-def bc_config(data: str, kind: str, **options):
+def bc_config(data: str, kind: str, spaces=(SPACE, ACT), runners: int = 0, holdout: float = 0.4, **options):
+    """A configured BC config on ``data`` with offline evaluation ``kind`` every iteration
+    (``runners`` remote runners; gamma 0.5 with the toy spaces, 0.9 otherwise)."""
+    toy = spaces == (SPACE, ACT)
     config = (
         BCConfig()
-        .environment(observation_space=SPACE, action_space=ACT)
+        .environment(observation_space=spaces[0], action_space=spaces[1])
         .offline_data(input_=[data], input_read_episodes=True, dataset_num_iters_per_learner=2)
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 8}))
-        .training(train_batch_size_per_learner=16, gamma=0.5)
-        .evaluation(offline_evaluation_interval=1, offline_evaluation_type=kind, num_offline_eval_runners=0)
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 8 if toy else 16})
+        )
+        .training(train_batch_size_per_learner=16 if toy else 64, gamma=0.5 if toy else 0.9)
+        .evaluation(
+            offline_evaluation_interval=1, offline_evaluation_type=kind, num_offline_eval_runners=runners
+        )
         .debugging(seed=0)
     )
-    return offline_graph.configure(config, seed=0, holdout=0.4, offline_evaluation=options)
+    return offline_graph.configure(config, seed=0, holdout=holdout, offline_evaluation=options)
 
 
 @pytest.mark.slow
@@ -79,18 +86,7 @@ def test_fqe_and_dr_in_rllib_offline_evaluation_local_and_remote(ray_session, ki
 
     env = make_env("offline_graph/Graph-v0")
     obs_space, act_space = env.observation_space, env.action_space
-    config = (
-        BCConfig()
-        .environment(observation_space=obs_space, action_space=act_space)
-        .offline_data(input_=[MIXED], input_read_episodes=True, dataset_num_iters_per_learner=2)
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 16}))
-        .training(train_batch_size_per_learner=64, gamma=0.9)
-        .evaluation(
-            offline_evaluation_interval=1, offline_evaluation_type=kind, num_offline_eval_runners=runners
-        )
-        .debugging(seed=0)
-    )
-    config = offline_graph.configure(config, seed=0, holdout=0.1, offline_evaluation=FQE_OPTIONS)
+    config = bc_config(MIXED, kind, (obs_space, act_space), runners, holdout=0.1, **FQE_OPTIONS)
     # 2 CPUs (ray_session): a remote runner of RLlib's 1 CPU left none for the reads (a hang)
     assert config.num_cpus_per_offline_eval_runner == (0.25 if runners else 1)
     algo = config.build_algo()
