@@ -32,6 +32,10 @@ and random policies play the same seeded episodes; the normalized score is
 ``100 * (module - random) / (expert - random)``. Written to ``--checkpoint DIR``: the RLlib
 checkpoint (``algo.save_to_path(DIR)``), ``learning_curve.png`` and ``summary.json``.
 
+``--select-by fqe|wis|pdis|dr`` (with ``--checkpoint-every K``) estimates the module's value
+off-policy at every checkpoint and writes the best-estimate one as the checkpoint instead of
+the last (:mod:`offline_graph.cli.train_select`).
+
 The spaces come from the data's metadata, ``--env``, ``--observation-space`` /
 ``--action-space``, else they are inferred from the data (:mod:`offline_graph.env.data_spaces`).
 With no env given or recorded, ``--holdout`` (default 0.1) of the episodes are kept out of
@@ -63,6 +67,7 @@ from offline_graph.cli.train_config import (
 )
 from offline_graph.cli.ma_train import check_flags
 from offline_graph.cli.train_resume import identity, resume_point, save_progress
+from offline_graph.cli.train_select import TrainSelection, check_select, resumed_estimates
 from offline_graph.cli.train_report import (
     SideSampler,
     fmt,
@@ -103,6 +108,7 @@ def check_config(cfg: Config) -> None:
             "RLlib's single-batch path cannot apply the graph collate function.",
         )
     check_flags(cfg)
+    check_select(cfg)
     if not storage.exists(cfg.data):
         raise bad("data", "an existing file or directory", "Record data with offline-graph record.")
 
@@ -195,8 +201,14 @@ def run(cfg: Config) -> dict[str, Any]:
         ray.init(num_cpus=cfg.num_cpus, include_dashboard=False, log_to_driver=False)
         started_ray = True
     algo = None
+    selection = None
     try:
         config = build_config(cfg, kind, obs_space, act_space)
+        gamma = float(config.gamma if cfg.select_gamma is None else cfg.select_gamma)
+        if cfg.select_by:
+            selection = TrainSelection(cfg, files, (obs_space, act_space), gamma, history)
+        elif start:
+            resumed_estimates(cfg, gamma, history)  # refuses a --select-by run resumed without
         t0 = time.perf_counter()
         algo = config.build_algo()
         if start:
@@ -219,11 +231,21 @@ def run(cfg: Config) -> dict[str, Any]:
                 f"{fmt(rec['bytes_per_transition'], '.0f'):>11}",
                 flush=True,
             )
+            if selection and selection.due(it):
+                selection.offer(algo, it, rec)
             if cfg.checkpoint_every and it % cfg.checkpoint_every == 0 and it < cfg.iterations:
                 save_progress(algo, cfg, it, history, ident)
+                if selection:
+                    selection.selector.prune()  # the earlier best, now that progress names the new
 
-        storage.makedirs(cfg.checkpoint)
-        algo.save_to_path(**storage.target(cfg.checkpoint))  # a URI: our retrying file system
+        kept = selection.finish(algo) if selection else cfg.iterations
+        if cfg.checkpoint_every:  # a URI: our retrying file system
+            save_progress(algo, cfg, cfg.iterations, history, ident, selected_iteration=kept)
+        else:
+            storage.makedirs(cfg.checkpoint)
+            algo.save_to_path(**storage.target(cfg.checkpoint))
+        if selection:
+            selection.selector.clear()
         ckpt = storage.absolute(cfg.checkpoint)
         module = algo.get_module()
         try:
@@ -303,6 +325,8 @@ def run(cfg: Config) -> dict[str, Any]:
         "illegal_share": evaluation.get("module", {}).get("illegal_share"),
         "success_rate": evaluation.get("module", {}).get("success_rate"),
         "checkpoint": ckpt,
+        "checkpoint_iteration": kept,
+        "selection": selection.summary() if selection else None,
         "module_dir": storage.join(ckpt, "learner_group", "learner", "rl_module", DEFAULT_MODULE_ID),
         "curve": curve,
         "versions": versions(),

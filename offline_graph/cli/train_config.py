@@ -122,6 +122,21 @@ class Config:
     """Save the algorithm every K iterations into --checkpoint (resumable with --resume)."""
     resume: bool = False
     """Continue from --checkpoint's last periodic checkpoint to --iterations (same flags)."""
+    select_by: Literal["fqe", "wis", "pdis", "dr"] | None = None
+    """Keep the checkpoint with the best off-policy estimate (offline_graph.estimate_value) of
+    this method: estimated at every --checkpoint-every K iterations and at the end, on the
+    --holdout episodes (else the training episodes: in-sample, with a warning); --checkpoint
+    then holds the best one (summary.json: selection). Needs --checkpoint-every."""
+    select_gamma: float | None = field(
+        default=None, metadata=bounded(0.0, 1.0, hint="1.0 estimates the undiscounted return.")
+    )
+    """With --select-by: the estimate's discount (default: the algorithm's gamma)."""
+    select_epochs: int | None = field(default=None, metadata=bounded(1, hint="It is a number of epochs."))
+    """With --select-by fqe or dr: FQE epochs per estimate (default 10)."""
+    select_explore: bool = False
+    """With --select-by: estimate the module's sampling distribution instead of its greedy
+    action (the greedy policy of a deterministic target gets no IS weight from logs that
+    never follow it for a whole episode)."""
     torch_threads: int = field(default=1, metadata=bounded(0, hint="0 leaves torch's default."))
     """torch intra-op threads of this process, where the local learner (--num-learners 0)
     and the evaluation run (0 leaves torch's default). Batches are small; on a shared 2-CPU

@@ -6,6 +6,9 @@ then ``DIR/progress.json``: the last saved iteration, the iterations' records so
 run's identity (algorithm, spaces, model settings). Written after the checkpoint, so a run
 killed while saving resumes from the previous complete one.
 
+The end of the run saves the same way (iteration N; with ``--select-by`` the kept iteration,
+see :mod:`offline_graph.cli.train_select`).
+
 ``--resume`` continues from ``DIR``'s last checkpoint to ``--iterations N`` with the same
 flags: the identity must match (a different algorithm, spaces or model is a ConfigError that
 names each difference); the algorithm is rebuilt and ``algo.restore_from_path(DIR)`` loads the
@@ -43,11 +46,22 @@ def identity(cfg: Config, spaces: dict[str, str]) -> dict[str, Any]:
     return {**{f: getattr(cfg, f) for f in IDENTITY_FIELDS}, **spaces}
 
 
-def save_progress(algo: Any, cfg: Config, iteration: int, history: list[dict], ident: dict[str, Any]) -> None:
-    """Checkpoint ``algo`` into ``cfg.checkpoint``, then record ``iteration`` as resumable."""
+def save_progress(
+    algo: Any,
+    cfg: Config,
+    iteration: int,
+    history: list[dict],
+    ident: dict[str, Any],
+    selected_iteration: int | None = None,
+) -> None:
+    """Checkpoint ``algo`` into ``cfg.checkpoint``, then record ``iteration`` as resumable
+    (``selected_iteration``: the iteration ``algo`` holds when it is not ``iteration``, the
+    end of a ``--select-by`` run that kept an earlier one; not resumable)."""
     storage.makedirs(cfg.checkpoint)
     algo.save_to_path(**storage.target(cfg.checkpoint))
     body = {"iteration": iteration, "identity": ident, "history": history}
+    if selected_iteration is not None and selected_iteration != iteration:
+        body["selected_iteration"] = selected_iteration
     storage.write_bytes(storage.join(cfg.checkpoint, PROGRESS), json.dumps(body, default=str).encode())
 
 
@@ -72,6 +86,13 @@ def resume_point(cfg: Config, ident: dict[str, Any]) -> tuple[int, list[dict]]:
             f"{'; '.join(diffs)}). Resume with the first run's flags, or train into a new --checkpoint."
         )
     done = int(saved["iteration"])
+    if saved.get("selected_iteration") is not None:
+        raise ConfigError(
+            f"train --resume: the checkpoint must hold its last iteration {done} (found the "
+            f"iteration {saved['selected_iteration']} that --select-by kept at the end of the "
+            "run). A finished --select-by run cannot continue; rerun with more --iterations into a new "
+            "--checkpoint."
+        )
     if done >= cfg.iterations:
         raise ConfigError(
             f"train --resume: --iterations must be > the checkpoint's iteration {done} (found "

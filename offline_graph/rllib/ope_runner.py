@@ -17,8 +17,11 @@ the config's, and reports ``ope_value``, ``ope_ci_low``, ``ope_ci_high``, ``ope_
 ``evaluation/offline_eval_runners/<module_id>/...`` result keys. ``configure(offline_evaluation=
 {...})`` passes other ``estimate_value`` keywords (``epochs``, ``n_boot``, ``clip``, ...).
 With ``num_offline_eval_runners`` 0 the runner is local; remote runners each estimate on
-all held-out episodes (the streaming split RLlib gives them is not read). Multi-agent configs:
-each module on the agents mapped to it (``config.policy_mapping_fn``, else the recorded module),
+all held-out episodes (the streaming split RLlib gives them is not read), once per
+iteration: a run reports the whole ``offline_evaluation_duration`` as done under
+``__all_modules__/dataset_num_iters_evaluated`` (RLlib's remote loop waits for that count;
+without it RLlib 2.60 raised ``KeyError: '__all_modules__'``). Multi-agent configs: each
+module on the agents mapped to it (``config.policy_mapping_fn``, else the recorded module),
 as :func:`offline_graph.estimate_value`'s ``module_id``.
 """
 
@@ -28,7 +31,9 @@ import logging
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core import ALL_MODULES
 from ray.rllib.offline.offline_evaluation_runner import OfflineEvaluationRunner
+from ray.rllib.utils.metrics import DATASET_NUM_ITERS_EVALUATED
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.files import list_files
@@ -64,6 +69,47 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
     return {"method": OPE_TYPES[kind], **(options or {})}
 
 
+def offline_runner_cpus(cfg: Any) -> float:
+    """CPUs the remote offline evaluation runners of ``cfg`` request (0 with a local runner
+    or no offline evaluation): counted by :func:`offline_graph.configure`'s CPU plan."""
+    if not cfg.offline_evaluation_interval:
+        return 0.0
+    return int(cfg.num_offline_eval_runners or 0) * float(cfg.num_cpus_per_offline_eval_runner)
+
+
+def share_small_machine(cfg: Any, share: float) -> None:
+    """On a small machine (the CPU plan's fractional case) remote offline evaluation runners
+    request ``share`` CPU instead of RLlib's 1 (a user's other value is kept): on 2 CPUs the
+    runner's whole CPU left none for Ray Data's read tasks and the first ``train()`` waited
+    forever. An estimate runs torch on one thread whatever the request."""
+    if offline_runner_cpus(cfg) and cfg.num_cpus_per_offline_eval_runner == 1:
+        cfg.evaluation(num_cpus_per_offline_eval_runner=share)
+
+
+def evaluation_episodes(
+    data: Any,
+    observation_space: Any,
+    action_space: Any,
+    holdout: float,
+    holdout_seed: int,
+    agents: tuple[Any, str] | None = None,
+) -> tuple[Logged, bool]:
+    """The episodes of ``data`` (checked against a module's spaces) to estimate a policy's
+    value on, and whether they are the training episodes: the ones training holds out
+    (``holdout`` > 0, split by episode id and ``holdout_seed`` as the prelearner splits them),
+    else all of them (in-sample: True). ``agents = (policy_mapping_fn or None, module_id)``:
+    multi-agent episode files, the module's agents (:func:`offline_graph.estimate_value`)."""
+    spec = spec_from_spaces(observation_space, action_space)
+    if agents is not None:
+        route = module_route(spec, agents[0])
+        logged = load_agents(data, route, agents[1], "offline evaluation")
+    else:
+        logged = load_logged(data, spec, "offline evaluation")
+    if holdout > 0:
+        return held_out_episodes(logged, holdout, holdout_seed), False
+    return logged, True
+
+
 class GraphOPERunner(OfflineEvaluationRunner):
     """RLlib's offline evaluation runner, estimating each module's value (module doc)."""
 
@@ -74,18 +120,22 @@ class GraphOPERunner(OfflineEvaluationRunner):
             self._logged = {}
         if module_id not in self._logged:
             settings = read_settings(self.config, "GraphOPERunner")
-            spec = spec_from_spaces(module.observation_space, module.action_space)
-            files = list_files(self.config.input_)
+            agents = None
             if self.config.is_multi_agent:
                 mapping = self.config.policy_mapping_fn
-                default = mapping is AlgorithmConfig.DEFAULT_POLICY_MAPPING_FN
-                route = module_route(spec, None if default else mapping)
-                logged = load_agents(files, route, module_id, "offline evaluation")
-            else:
-                logged = load_logged(files, spec, "offline evaluation")
-            if settings.holdout > 0:
-                logged = held_out_episodes(logged, settings.holdout, settings.holdout_seed)
-            else:
+                agents = (
+                    None if mapping is AlgorithmConfig.DEFAULT_POLICY_MAPPING_FN else mapping,
+                    module_id,
+                )
+            logged, in_sample = evaluation_episodes(
+                list_files(self.config.input_),
+                module.observation_space,
+                module.action_space,
+                settings.holdout,
+                settings.holdout_seed,
+                agents,
+            )
+            if in_sample:
                 logger.warning(
                     "offline evaluation: no held-out episodes (configure(holdout=0)); estimating "
                     "on the training episodes (%d).",
@@ -107,4 +157,8 @@ class GraphOPERunner(OfflineEvaluationRunner):
                     self.metrics.log_value((mid, f"ope_{key}"), float(res[key]), window=1)
             for warning in res["warnings"]:
                 logger.warning("offline evaluation of module %s: %s", mid, warning)
+        # One estimate covers all held-out episodes: it counts as the whole duration RLlib's
+        # remote-runner loop waits for (which reads this key and loops until it is reached).
+        duration = max(1, int(self.config.offline_evaluation_duration or 1))
+        self.metrics.log_value((ALL_MODULES, DATASET_NUM_ITERS_EVALUATED), duration, reduce="sum")
         return self.metrics.reduce()
