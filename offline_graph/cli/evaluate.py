@@ -43,6 +43,7 @@ from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 from offline_graph.cli.arguments import arg, config_from, parser_for, run_job
+from offline_graph.cli.checkpoint_info import checkpoint_summary, load_mapping_fn
 from offline_graph.cli.evaluate_offline import check_module_env
 
 
@@ -116,7 +117,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
             "module:function or a named policy of the env."
         )
     if ns.env_config is None:  # not given: the one train used, from summary.json
-        summary = _summary(ns.checkpoint) if ns.checkpoint else {}
+        summary = checkpoint_summary(ns.checkpoint) if ns.checkpoint else {}
         ns.env_config = summary.get("config", {}).get("env_config") or {}
     cfg = config_from(Config, ns)
     if cfg.episodes < 1:
@@ -133,16 +134,6 @@ def parse_args(argv: list[str] | None = None) -> Config:
             "Pass the --checkpoint directory of offline-graph train."
         )
     return cfg
-
-
-def _summary(checkpoint: str | None) -> dict[str, Any]:
-    if checkpoint is None:
-        return {}
-    path = storage.join(checkpoint, "summary.json")
-    try:
-        return dict(json.loads(storage.read_bytes(path)))
-    except (OSError, ValueError):
-        return {}
 
 
 def format_legality(ev: dict[str, Any]) -> str:
@@ -167,7 +158,7 @@ def run(cfg: Config) -> dict[str, Any]:
         from offline_graph.cli.evaluate_offline import run_offline
 
         return run_offline(cfg)
-    summary = _summary(cfg.checkpoint)
+    summary = checkpoint_summary(cfg.checkpoint)
     env_name = cfg.env or summary.get("data", {}).get("env")
     if not env_name and cfg.policy is not None:
         raise ConfigError(
@@ -243,28 +234,6 @@ def run(cfg: Config) -> dict[str, Any]:
     return res
 
 
-def load_mapping_fn(spec: str, who: str = "evaluate") -> Any:
-    """``module:function`` -> the policy mapping function (ConfigError if not importable;
-    ``who`` starts the message)."""
-    import importlib
-
-    module, _, name = spec.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ConfigError(
-            f"{who}: --policy-mapping must name an importable function module:function "
-            f"(found {spec!r}: {type(err).__name__}: {err}). It is called as "
-            "function(agent_id, episode) -> module_id."
-        ) from None
-    if not callable(fn):
-        raise ConfigError(
-            f"{who}: --policy-mapping must be callable (found {type(fn).__name__} for {spec!r}). "
-            "It is called as function(agent_id, episode) -> module_id."
-        )
-    return fn
-
-
 def format_multi_agent(res: dict[str, Any]) -> str:
     """One line per module (return, normalized score, illegal actions), then one per agent."""
     lines = []
@@ -288,7 +257,7 @@ def run_multi_agent(cfg: Config, env_name: str) -> dict[str, Any]:
 
     # The mapping: --policy-mapping, else the one `train --multi-agent` used (summary.json),
     # else for its checkpoints the env's module_of (it recorded the module ids train used).
-    trained = _summary(cfg.checkpoint).get("config", {})
+    trained = checkpoint_summary(cfg.checkpoint).get("config", {})
     spec = cfg.policy_mapping or trained.get("policy_mapping")
     t = time.perf_counter()
     env = ma.make_multi_agent_env(env_name, cfg.env_config)

@@ -68,7 +68,7 @@ def _multi_agent(cfg: Any) -> bool:
 
 def _run_modules(cfg: Any, res: dict[str, Any], gamma: float | None, kw: dict[str, Any]) -> dict[str, Any]:
     """:func:`run_offline` per module of multi-agent data (module doc)."""
-    from offline_graph.cli.evaluate import _summary, load_mapping_fn
+    from offline_graph.cli.checkpoint_info import checkpoint_summary, load_mapping_fn
     from offline_graph.rllib.checkpoints import restore_modules
     from offline_graph.rllib.ope import estimate_value
 
@@ -77,7 +77,7 @@ def _run_modules(cfg: Any, res: dict[str, Any], gamma: float | None, kw: dict[st
             "evaluate: --env must not be given with multi-agent --data (found "
             f"{cfg.env!r}). Estimate here, and play the modules with evaluate --env alone."
         )
-    spec = cfg.policy_mapping or _summary(cfg.checkpoint).get("config", {}).get("policy_mapping")
+    spec = cfg.policy_mapping or checkpoint_summary(cfg.checkpoint).get("config", {}).get("policy_mapping")
     mapping = load_mapping_fn(spec) if spec else None
     res["per_module"] = {}
     for mid, module in sorted(restore_modules(cfg.checkpoint).items()):

@@ -211,7 +211,8 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
     import ray
     import torch
 
-    from offline_graph.cli.evaluate import format_multi_agent, load_mapping_fn
+    from offline_graph.cli.checkpoint_info import load_mapping_fn
+    from offline_graph.cli.evaluate import format_multi_agent
     from offline_graph.data.ma_stats import is_multi_agent_data
     from offline_graph.env.making import DEFAULT_MASK_KEY
     from offline_graph.rllib import ma_evaluation as ma
