@@ -23,6 +23,8 @@ from tests.s3_faults import moto_server
 # hypothesis is imported up front: its pytest plugin imports it at the end of the session
 # otherwise, and on CPython 3.11.7 that late import (after Ray and torch ran in this process)
 # failed with "SystemError: AST constructor recursion depth mismatch" (exit status 1).
+pytestmark = pytest.mark.own_ray  # its Ray workers must see the s3_env variables
+
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "sample_data", "expert")
 
 
