@@ -1,5 +1,7 @@
 """Clean runs: the README main command prints no error-level Ray line, no traceback and no
-deprecation warning, and a script that stops its algorithm and then Ray prints no traceback.
+deprecation warning (and writes the checkpoint, curve and summary that ``evaluate`` reads back:
+one end-to-end run of ``train`` then ``evaluate`` for the suite), and a script that stops its
+algorithm and then Ray prints no traceback.
 
 Seen before the fixes (2026-11-25, this machine): the main command printed
 ``[... E ...] core_worker.cc:2465: Actor with class name: 'MapWorker(MapBatches(
@@ -13,6 +15,8 @@ DataIterator._iter_batches...>`` and a traceback at exit.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import subprocess
@@ -23,6 +27,8 @@ import pytest
 from tests.helpers import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
+
+B = 64
 
 BAD = re.compile(
     r"\bERROR\b|^\[[^\]]* E \d+ \d+\]|Traceback|Exception ignored|RuntimeError|DeprecationWarning|deprecated",
@@ -48,7 +54,10 @@ def test_bad_lines_catches_what_was_seen():
     assert len(bad_lines(seen)) == 5
 
 
-def test_main_command_output_is_clean(tmp_path):
+def test_main_command_output_is_clean_and_its_outputs_complete(tmp_path):
+    """The README main command (small): clean output; the checkpoint, curve and summary it
+    writes; ``evaluate`` on the checkpoint gets train's own evaluation returns (same seed)."""
+    ckpt = tmp_path / "bc"
     out = run_cli(
         "train",
         "--algo",
@@ -62,20 +71,46 @@ def test_main_command_output_is_clean(tmp_path):
         "--updates-per-iteration",
         "2",
         "--batch-size",
-        "64",
+        str(B),
         "--eval-episodes",
         "3",
         "--checkpoint",
-        str(tmp_path / "bc"),
+        str(ckpt),
         timeout=300,
     )
     text = out.stdout + out.stderr
     assert out.returncode == 0, text
     assert "normalized score" in out.stdout
     assert bad_lines(text) == [], text
-    evaluated = run_cli("evaluate", "--checkpoint", str(tmp_path / "bc"), "--episodes", "3")
+
+    assert (ckpt / "learning_curve.png").stat().st_size > 1000
+    assert (ckpt / "rllib_checkpoint.json").exists()
+    assert (ckpt / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl").exists()
+    summary = json.loads((ckpt / "summary.json").read_text())
+    assert summary["data"]["kind"] == "episodes"
+    its = summary["history"]
+    assert [h["iteration"] for h in its] == [1, 2]
+    assert all(h["env_steps_trained"] == 2 * B for h in its)
+    assert all(math.isfinite(h["policy_loss"]) for h in its)
+    assert all(h["bytes_per_transition"] > 0 for h in its)
+    ev = summary["evaluation"]
+    assert len(ev["module"]["returns"]) == len(ev["expert"]["returns"]) == 3
+    assert ev["expert"]["mean_return"] > ev["random"]["mean_return"]
+    assert summary["normalized_score"] == pytest.approx(
+        100
+        * (ev["module"]["mean_return"] - ev["random"]["mean_return"])
+        / (ev["expert"]["mean_return"] - ev["random"]["mean_return"])
+    )
+
+    # evaluate reads the same checkpoint (no Ray needed) and, with the same seed, gets the
+    # same module return as train's own evaluation.
+    out_json = tmp_path / "eval.json"
+    evaluated = run_cli("evaluate", "--checkpoint", str(ckpt), "--episodes", "3", "--output", str(out_json))
     assert evaluated.returncode == 0, evaluated.stderr
     assert bad_lines(evaluated.stdout + evaluated.stderr) == []
+    res = json.loads(out_json.read_text())
+    assert res["module"]["returns"] == ev["module"]["returns"]
+    assert res["normalized_score"] == pytest.approx(summary["normalized_score"])
 
 
 SCRIPT = """

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 pytest.importorskip("ray")
 
 
-def test_quick_writes_table_json_and_png(tmp_path, capsys):
+def test_quick_writes_table_json_and_png(ray_session, tmp_path, capsys):
     out = tmp_path / "exp"
     assert experiment.main(["--quick", "--output", str(out), "--num-cpus", "2"]) == 0
     printed = capsys.readouterr().out

@@ -20,7 +20,7 @@ import pytest
 from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 from tests.helpers import deadline
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_ray]  # conftest.py stops the shared Ray first
 
 ray = pytest.importorskip("ray")
 

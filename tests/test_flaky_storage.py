@@ -25,6 +25,8 @@ from offline_graph.data.files import list_files
 from tests.helpers import run_cli
 from tests.s3_faults import FaultProxy, free_port, moto_server
 
+pytestmark = pytest.mark.own_ray  # its Ray workers must see the variables below
+
 RATE, SEED, ATTEMPTS = 0.10, 7, 10
 BUCKET = "s3://og-flaky"
 ENV = {

@@ -142,7 +142,7 @@ def test_user_policy_called_with_agent_obs_info(tmp_path):
     assert read_file_metadata(str(out))["env_config"] == {"max_pick": 1}
 
 
-def test_cli_same_seed_same_bytes_and_ray_parity(tmp_path, capsys):
+def test_cli_same_seed_same_bytes_and_ray_parity(ray_session, tmp_path, capsys):
     args = ("--env", TEAM, "--policy", "mixed", "--epsilon", "0.6", "--episodes", "4", "--seed", "3",
             "--episodes-per-file", "2")  # fmt: skip
     assert rec(tmp_path / "a", *args) == 0
@@ -154,16 +154,7 @@ def test_cli_same_seed_same_bytes_and_ray_parity(tmp_path, capsys):
     assert a == files_bytes(tmp_path / "b")
     assert rec(tmp_path / "c", *args[:-4], "--seed", "4", "--episodes-per-file", "2") == 0
     assert files_bytes(tmp_path / "c") != a
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        assert rec(tmp_path / "two", *args, "--workers", "2") == 0
-    finally:
-        if started:
-            ray.shutdown()
+    assert rec(tmp_path / "two", *args, "--workers", "2") == 0  # on the running Ray (ray_session)
     assert files_bytes(tmp_path / "two") == a
 
 

@@ -288,8 +288,7 @@ def test_cli_migrate_then_inspect(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.slow
-def test_bc_trains_one_iteration_on_migrated_episodes(tmp_path):
-    import ray
+def test_bc_trains_one_iteration_on_migrated_episodes(ray_session, tmp_path):
     from ray.rllib.algorithms.bc import BCConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -311,22 +310,12 @@ def test_bc_trains_one_iteration_on_migrated_episodes(tmp_path):
         )
     )
     config = offline_graph.configure(config)
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    algo = config.build_algo()
     try:
-        algo = config.build_algo()
-        try:
-            loss = float(algo.train()["learners"]["default_policy"]["policy_loss"])
-        finally:
-            algo.stop()
-            del algo
-        assert math.isfinite(loss)
-        report = offline_graph.data_report(config)
-        assert report["episodes_used"] > 0 and report["rejected_by_reason"] == {}
+        loss = float(algo.train()["learners"]["default_policy"]["policy_loss"])
     finally:
-        if started:
-            import gc
-
-            gc.collect()  # finalize the learners' Ray Data iterators while Ray still runs
-            ray.shutdown()
+        algo.stop()
+        del algo
+    assert math.isfinite(loss)
+    report = offline_graph.data_report(config)
+    assert report["episodes_used"] > 0 and report["rejected_by_reason"] == {}

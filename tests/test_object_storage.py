@@ -23,6 +23,8 @@ from tests.s3_faults import moto_server
 # hypothesis is imported up front: its pytest plugin imports it at the end of the session
 # otherwise, and on CPython 3.11.7 that late import (after Ray and torch ran in this process)
 # failed with "SystemError: AST constructor recursion depth mismatch" (exit status 1).
+pytestmark = pytest.mark.own_ray  # its Ray workers must see the s3_env variables
+
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "sample_data", "expert")
 
 
@@ -53,6 +55,18 @@ def s3_env(s3_endpoint):
     fs.create_dir("og-test")
     yield "s3://og-test"
     mp.undo()
+
+
+@pytest.fixture(scope="module")
+def s3_ray(s3_env):
+    """A 2-CPU Ray started after ``s3_env`` set the variables (its workers inherit them),
+    shared by this module's Ray tests."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    gc.collect()  # finalize the learners' Ray Data iterators while Ray still runs
+    ray.shutdown()
 
 
 def upload(local_dir: str, uri: str) -> list[str]:
@@ -136,10 +150,9 @@ def test_migrate_bucket_to_bucket(s3_env, tmp_path):
 
 
 @pytest.mark.slow
-def test_record_convert_bucket_to_bucket_then_train(s3_env, tmp_path):
+def test_record_convert_bucket_to_bucket_then_train(s3_env, s3_ray, tmp_path):
     """record -> s3, convert s3 -> s3 (same rows as a local conversion, report present; a bad
     file skipped and counted; a killed worker changes nothing), train 1 iteration from s3."""
-    import ray
 
     from offline_graph.cli import evaluate as evaluate_cli
     from offline_graph.cli import train as train_cli
@@ -170,55 +183,51 @@ def test_record_convert_bucket_to_bucket_then_train(s3_env, tmp_path):
         with open(os.path.join(local, f.rsplit("/", 1)[1]), "wb") as fh:
             fh.write(storage.read_bytes(f))
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        spaces = resolve_spaces(eps, scan=scan_files(eps, "skip"), who="test")
-        spec = spec_from_spaces(spaces.observation_space, spaces.action_space)
-        rows = f"{s3_env}/run/rows"
-        report = convert(ConvertConfig(input=eps, output=rows, spec=spec, on_error="skip"))
-        local_report = convert(ConvertConfig(input=local, output=str(tmp_path / "rows"), spec=spec))
-        assert report["transitions_out"] == local_report["transitions_out"] == transitions
-        assert report["files_rejected_by_reason"] == {"unreadable_file": 1}
-        assert report["input"] == eps and report["output"] == rows
-        assert json.loads(storage.read_bytes(f"{rows}/{REPORT_NAME}"))["transitions_out"] == transitions
-        assert not storage.exists(f"{rows}/_block_stats")
-        remote_bytes = sorted(storage.read_bytes(f) for f in list_files(rows))
-        local_bytes = sorted(storage.read_bytes(f) for f in list_files(str(tmp_path / "rows")))
-        assert remote_bytes == local_bytes  # the same rows, byte for byte
-        with pytest.raises(FormatVersionError, match=f"{eps}/zz-broken.parquet"):
-            convert(ConvertConfig(input=eps, output=f"{s3_env}/run/rows-raise", spec=spec))
-        killed = f"{s3_env}/run/rows-killed"
-        again = convert(
-            ConvertConfig(input=eps, output=killed, spec=spec, on_error="skip", episodes_per_batch=5),
-            map_class=DieOnce,
-        )
-        assert storage.exists(f"{s3_env}/run/died")  # the worker really died once
-        assert again["transitions_out"] == transitions
-        assert sorted(storage.read_bytes(f) for f in list_files(killed)) == remote_bytes
+    spaces = resolve_spaces(eps, scan=scan_files(eps, "skip"), who="test")
+    spec = spec_from_spaces(spaces.observation_space, spaces.action_space)
+    rows = f"{s3_env}/run/rows"
+    report = convert(ConvertConfig(input=eps, output=rows, spec=spec, on_error="skip"))
+    local_report = convert(ConvertConfig(input=local, output=str(tmp_path / "rows"), spec=spec))
+    assert report["transitions_out"] == local_report["transitions_out"] == transitions
+    assert report["files_rejected_by_reason"] == {"unreadable_file": 1}
+    assert report["input"] == eps and report["output"] == rows
+    assert json.loads(storage.read_bytes(f"{rows}/{REPORT_NAME}"))["transitions_out"] == transitions
+    assert not storage.exists(f"{rows}/_block_stats")
+    remote_bytes = sorted(storage.read_bytes(f) for f in list_files(rows))
+    local_bytes = sorted(storage.read_bytes(f) for f in list_files(str(tmp_path / "rows")))
+    assert remote_bytes == local_bytes  # the same rows, byte for byte
+    with pytest.raises(FormatVersionError, match=f"{eps}/zz-broken.parquet"):
+        convert(ConvertConfig(input=eps, output=f"{s3_env}/run/rows-raise", spec=spec))
+    killed = f"{s3_env}/run/rows-killed"
+    again = convert(
+        ConvertConfig(input=eps, output=killed, spec=spec, on_error="skip", episodes_per_batch=5),
+        map_class=DieOnce,
+    )
+    assert storage.exists(f"{s3_env}/run/died")  # the worker really died once
+    assert again["transitions_out"] == transitions
+    assert sorted(storage.read_bytes(f) for f in list_files(killed)) == remote_bytes
 
-        algo = _train_config(rows).build_algo()
-        try:
-            result = algo.train()
-            assert result["learners"]["default_policy"]["num_module_steps_trained"] > 0
-        finally:
-            algo.stop()
-        # the CLI on the episode files in the bucket (the broken one skipped and counted),
-        # checkpoint, curve and summary into the bucket; evaluate from there
-        ckpt = f"{s3_env}/run/ckpt"
-        argv = ["--algo", "bc", "--data", eps, "--on-error", "skip", "--checkpoint", ckpt]
-        argv += ["--iterations", "1", "--eval-episodes", "0", "--batch-size", "32", "--hidden", "16"]
-        assert train_cli.main(argv + ["--updates-per-iteration", "2"]) == 0
-        summary = json.loads(storage.read_bytes(f"{ckpt}/summary.json"))
-        assert summary["history"][0]["env_steps_trained"] == 2 * 32
-        assert summary["data"]["files_rejected_before_training"] == {"unreadable_file": 1}
-        assert summary["data"]["report"]["episodes_used"] == 20
-        assert storage.read_bytes(f"{ckpt}/learning_curve.png")[:4] == b"\x89PNG"
-        assert storage.exists(f"{ckpt}/rllib_checkpoint.json")
-        evaluated = f"{ckpt}/eval.json"
-        assert evaluate_cli.main(["--checkpoint", ckpt, "--episodes", "2", "--output", evaluated]) == 0
-        assert len(json.loads(storage.read_bytes(evaluated))["module"]["returns"]) == 2
+    algo = _train_config(rows).build_algo()
+    try:
+        result = algo.train()
+        assert result["learners"]["default_policy"]["num_module_steps_trained"] > 0
     finally:
-        ray.shutdown()
+        algo.stop()
+    # the CLI on the episode files in the bucket (the broken one skipped and counted),
+    # checkpoint, curve and summary into the bucket; evaluate from there
+    ckpt = f"{s3_env}/run/ckpt"
+    argv = ["--algo", "bc", "--data", eps, "--on-error", "skip", "--checkpoint", ckpt]
+    argv += ["--iterations", "1", "--eval-episodes", "0", "--batch-size", "32", "--hidden", "16"]
+    assert train_cli.main(argv + ["--updates-per-iteration", "2"]) == 0
+    summary = json.loads(storage.read_bytes(f"{ckpt}/summary.json"))
+    assert summary["history"][0]["env_steps_trained"] == 2 * 32
+    assert summary["data"]["files_rejected_before_training"] == {"unreadable_file": 1}
+    assert summary["data"]["report"]["episodes_used"] == 20
+    assert storage.read_bytes(f"{ckpt}/learning_curve.png")[:4] == b"\x89PNG"
+    assert storage.exists(f"{ckpt}/rllib_checkpoint.json")
+    evaluated = f"{ckpt}/eval.json"
+    assert evaluate_cli.main(["--checkpoint", ckpt, "--episodes", "2", "--output", evaluated]) == 0
+    assert len(json.loads(storage.read_bytes(evaluated))["module"]["returns"]) == 2
 
 
 class DieOnce(ConvertEpisodes):
@@ -261,12 +270,11 @@ def test_ray_data_paths_map_back_to_the_given_uris():
     assert storage.uri_names("/local/dir") == {}
 
 
-def test_multi_agent_episodes_written_to_a_bucket_inspect_and_train(s3_env):
+def test_multi_agent_episodes_written_to_a_bucket_inspect_and_train(s3_env, s3_ray):
     """write_episodes -> s3 (RLlib-built multi-agent episodes), inspect the bucket, train one
     iteration from it with RLlib's multi-agent config (modules' spaces only, no env)."""
     import gymnasium as gym
     import numpy as np
-    import ray
     from ray.rllib.algorithms.bc import BCConfig
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -308,27 +316,22 @@ def test_multi_agent_episodes_written_to_a_bucket_inspect_and_train(s3_env):
             action_space=gym.spaces.Discrete(2),
         ),
     }
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        config = (
-            BCConfig()
-            .multi_agent(
-                policies={"p2", "p3"}, policy_mapping_fn=lambda aid, ep, **kw: "p2" if aid == "a" else "p3"
-            )
-            .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
-            .offline_data(
-                input_=[uri], input_read_episodes=True, prelearner_class=offline_graph.GraphOfflinePreLearner
-            )
-            .training(train_batch_size_per_learner=4)
+    config = (
+        BCConfig()
+        .multi_agent(
+            policies={"p2", "p3"}, policy_mapping_fn=lambda aid, ep, **kw: "p2" if aid == "a" else "p3"
         )
-        config = offline_graph.configure(config)
-        algo = config.build_algo()
-        try:
-            result = algo.train()
-            assert all(np.isfinite(float(result["learners"][m]["policy_loss"])) for m in ("p2", "p3"))
-            assert offline_graph.data_report(config)["transitions_by_module"]["p3"] % 4 == 0
-        finally:
-            algo.stop()
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        .offline_data(
+            input_=[uri], input_read_episodes=True, prelearner_class=offline_graph.GraphOfflinePreLearner
+        )
+        .training(train_batch_size_per_learner=4)
+    )
+    config = offline_graph.configure(config)
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+        assert all(np.isfinite(float(result["learners"][m]["policy_loss"])) for m in ("p2", "p3"))
+        assert offline_graph.data_report(config)["transitions_by_module"]["p3"] % 4 == 0
     finally:
-        gc.collect()  # finalize the learners' Ray Data iterators while Ray still runs
-        ray.shutdown()
+        algo.stop()

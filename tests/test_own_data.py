@@ -210,10 +210,9 @@ def test_prelearner_never_trains_on_held_out_episodes(outside):
 
 
 @pytest.mark.slow
-def test_convert_and_train_outside_episodes_without_flags(outside, tmp_path, capsys):
+def test_convert_and_train_outside_episodes_without_flags(ray_session, outside, tmp_path, capsys):
     """convert with no flag and with explicit spaces; train with no flag: offline metrics on the
     2 held-out episodes, equal to the module's own log-probabilities computed here."""
-    import ray
     import torch
 
     from offline_graph.cli import convert as convert_cli
@@ -223,45 +222,38 @@ def test_convert_and_train_outside_episodes_without_flags(outside, tmp_path, cap
     from offline_graph.data.columns import GraphColumns
     from offline_graph.rllib.evaluation import restore_module
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        rows = str(tmp_path / "rows")
-        assert convert_cli.main(["--input", outside, "--output", rows]) == 0
-        out, err = capsys.readouterr()
-        assert f"spaces: graph:F=5 / discrete:3 ({INFERRED})\n" in out
-        assert err == (
-            "offline-graph convert: warning: spaces inferred from the data (the first 20 episodes "
-            f"of 2 files): graph:F=5 / discrete:3; pin them with {PIN}\n"
-        )
-        first = sorted(f for f in os.listdir(rows) if f.endswith(".parquet"))[0]
-        meta = read_file_metadata(os.path.join(rows, first))
-        assert (meta["observation_space"], meta["action_space"], "env" in meta) == (
-            "graph:F=5",
-            "discrete:3",
-            False,
-        )
-        pinned = str(tmp_path / "rows_pinned")
-        assert convert_cli.main(["--input", outside, "--output", pinned, *PIN.split()]) == 0
-        out, err = capsys.readouterr()
-        assert "spaces: graph:F=5 / discrete:3 (--observation-space / --action-space)\n" in out and err == ""
-        report = json.loads((tmp_path / "rows_pinned" / "_conversion_report.json").read_text())
-        assert (report["episodes_used"], report["transitions_out"]) == (20, 70)
+    rows = str(tmp_path / "rows")
+    assert convert_cli.main(["--input", outside, "--output", rows]) == 0
+    out, err = capsys.readouterr()
+    assert f"spaces: graph:F=5 / discrete:3 ({INFERRED})\n" in out
+    assert err == (
+        "offline-graph convert: warning: spaces inferred from the data (the first 20 episodes "
+        f"of 2 files): graph:F=5 / discrete:3; pin them with {PIN}\n"
+    )
+    first = sorted(f for f in os.listdir(rows) if f.endswith(".parquet"))[0]
+    meta = read_file_metadata(os.path.join(rows, first))
+    assert (meta["observation_space"], meta["action_space"], "env" in meta) == (
+        "graph:F=5",
+        "discrete:3",
+        False,
+    )
+    pinned = str(tmp_path / "rows_pinned")
+    assert convert_cli.main(["--input", outside, "--output", pinned, *PIN.split()]) == 0
+    out, err = capsys.readouterr()
+    assert "spaces: graph:F=5 / discrete:3 (--observation-space / --action-space)\n" in out and err == ""
+    report = json.loads((tmp_path / "rows_pinned" / "_conversion_report.json").read_text())
+    assert (report["episodes_used"], report["transitions_out"]) == (20, 70)
 
-        ckpt = tmp_path / "bc"
-        argv = ["--algo", "bc", "--data", outside, "--checkpoint", str(ckpt), "--iterations", "2"]
-        argv += ["--batch-size", "16", "--updates-per-iteration", "2", "--hidden", "8", "--layers", "1"]
-        assert train_cli.main(argv) == 0
-        out, err = capsys.readouterr()
-        # the converted rows, with the spaces pinned: the rows' metadata agrees; same split
-        rows_ckpt = tmp_path / "bc_rows"
-        argv_rows = [*argv[:3], pinned, "--checkpoint", str(rows_ckpt), *argv[6:], *PIN.split()]
-        assert train_cli.main(argv_rows) == 0
-        out_rows, err_rows = capsys.readouterr()
-    finally:
-        import gc
-
-        gc.collect()
-        ray.shutdown()
+    ckpt = tmp_path / "bc"
+    argv = ["--algo", "bc", "--data", outside, "--checkpoint", str(ckpt), "--iterations", "2"]
+    argv += ["--batch-size", "16", "--updates-per-iteration", "2", "--hidden", "8", "--layers", "1"]
+    assert train_cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    # the converted rows, with the spaces pinned: the rows' metadata agrees; same split
+    rows_ckpt = tmp_path / "bc_rows"
+    argv_rows = [*argv[:3], pinned, "--checkpoint", str(rows_ckpt), *argv[6:], *PIN.split()]
+    assert train_cli.main(argv_rows) == 0
+    out_rows, err_rows = capsys.readouterr()
     assert f"spaces: graph:F=5 / discrete:3 ({INFERRED})\n" in out and PIN in err
     summary = json.loads((ckpt / "summary.json").read_text())
     m = summary["offline_metrics"]

@@ -83,8 +83,7 @@ def test_bad_args_exit_2():
         assert info.value.code == 2
 
 
-def test_ray_workers_match_single_process(tmp_path):
-    ray = pytest.importorskip("ray")
+def test_ray_workers_match_single_process(ray_session, tmp_path):
     args = (
         "--policy",
         "mixed",
@@ -98,14 +97,7 @@ def test_ray_workers_match_single_process(tmp_path):
         "2",
     )
     assert rec(tmp_path / "one", *args) == 0
-    started = not ray.is_initialized()  # another test may have left Ray running: reuse it
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        assert rec(tmp_path / "two", *args, "--workers", "2") == 0
-    finally:
-        if started:
-            ray.shutdown()
+    assert rec(tmp_path / "two", *args, "--workers", "2") == 0  # on the running Ray (ray_session)
     one = files_bytes(tmp_path / "one")
     assert len(one) == 2 and one == files_bytes(tmp_path / "two")
 

@@ -25,17 +25,23 @@ ARGS = [
 ]  # fmt: skip
 
 
-def train(ckpt: Path, *extra: str, **popen: object) -> subprocess.Popen:
+def train(ckpt: Path, *extra: str) -> subprocess.Popen:
+    """``offline-graph train`` in a subprocess; its output goes to ``<ckpt>.log`` (read with
+    :func:`output`), so a run nobody reads yet never blocks on a full pipe."""
     cmd = [sys.executable, "-c", "from offline_graph.cli import main; raise SystemExit(main())", "train"]
-    return subprocess.Popen(
-        [*cmd, *ARGS, "--checkpoint", str(ckpt), *extra],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group: SIGKILL takes its Ray processes too
-        **popen,  # type: ignore[arg-type]
-    )
+    with open(f"{ckpt}.log", "a") as log:
+        return subprocess.Popen(
+            [*cmd, *ARGS, "--checkpoint", str(ckpt), *extra],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # its own process group: SIGKILL takes its Ray processes too
+        )
+
+
+def output(ckpt: Path) -> str:
+    return Path(f"{ckpt}.log").read_text()
 
 
 def saved_iteration(ckpt: Path) -> int:
@@ -47,28 +53,25 @@ def saved_iteration(ckpt: Path) -> int:
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
-    killed = tmp_path / "killed"
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
     proc = train(killed)
+    straight = train(whole)  # the uninterrupted run, at the same time (its own Ray, 2 CPUs)
     deadline = time.time() + 240
     while saved_iteration(killed) < 6 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
-    assert saved_iteration(killed) == 6, proc.communicate()[0][-2000:]
+    assert saved_iteration(killed) == 6, output(killed)[-2000:]
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (killed / "summary.json").exists()  # it never finished
 
     resumed = train(killed, "--resume")
-    out = resumed.communicate(timeout=300)[0]
-    assert resumed.returncode == 0, out[-2000:]
-    assert "resuming from iteration 6" in out
+    assert resumed.wait(timeout=300) == 0, output(killed)[-2000:]
+    assert "resuming from iteration 6" in output(killed)
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["iterations"] == 9 and summary["resumed_from_iteration"] == 6
     assert [h["iteration"] for h in summary["history"]] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
 
-    whole = tmp_path / "whole"
-    straight = train(whole)
-    out = straight.communicate(timeout=300)[0]
-    assert straight.returncode == 0, out[-2000:]
+    assert straight.wait(timeout=300) == 0, output(whole)[-2000:]
     uninterrupted = json.loads((whole / "summary.json").read_text())
     assert uninterrupted["resumed_from_iteration"] is None
     # BC on expert data: both runs near the expert (the same 20 seeded evaluation episodes)

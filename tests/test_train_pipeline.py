@@ -1,11 +1,11 @@
-"""Training end to end: BC / MARWIL with 0 and 2 learners, DDP sync, checkpoints, the CLI.
+"""Training end to end: BC / MARWIL with 0 and 2 learners, DDP sync, checkpoints, the CLI
+(``train`` then ``evaluate`` end to end: ``tests/test_clean_runs.py``).
 
 One Ray session (2 CPUs) is shared by the whole module; every algorithm is stopped after use.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
@@ -165,64 +165,6 @@ def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, al
                 assert algo2.iteration == ITERATIONS
             finally:
                 algo2.stop()
-
-
-def test_cli_train_then_evaluate(ray_session, expert_data, tmp_path, capsys):
-    from offline_graph.cli import evaluate as evaluate_cli
-    from offline_graph.cli import train as train_cli
-
-    ckpt = tmp_path / "run"
-    rc = train_cli.main(
-        [
-            "--algo",
-            "bc",
-            "--data",
-            expert_data,
-            "--iterations",
-            "2",
-            "--num-learners",
-            "0",
-            "--eval-episodes",
-            "3",
-            "--checkpoint",
-            str(ckpt),
-            "--batch-size",
-            str(B),
-            "--updates-per-iteration",
-            "2",
-            "--hidden",
-            "16",
-        ]
-    )
-    assert rc == 0
-    out = capsys.readouterr().out
-    assert "normalized score" in out
-    assert (ckpt / "learning_curve.png").stat().st_size > 1000
-    assert (ckpt / "rllib_checkpoint.json").exists()
-    assert (ckpt / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl").exists()
-    summary = json.loads((ckpt / "summary.json").read_text())
-    assert summary["data"]["kind"] == "episodes"
-    its = summary["history"]
-    assert [h["iteration"] for h in its] == [1, 2]
-    assert all(h["env_steps_trained"] == 2 * B for h in its)
-    assert all(math.isfinite(h["policy_loss"]) for h in its)
-    assert all(h["bytes_per_transition"] > 0 for h in its)
-    ev = summary["evaluation"]
-    assert len(ev["module"]["returns"]) == len(ev["expert"]["returns"]) == 3
-    assert ev["expert"]["mean_return"] > ev["random"]["mean_return"]
-    assert summary["normalized_score"] == pytest.approx(
-        100
-        * (ev["module"]["mean_return"] - ev["random"]["mean_return"])
-        / (ev["expert"]["mean_return"] - ev["random"]["mean_return"])
-    )
-
-    # evaluate reads the same checkpoint (no Ray needed) and, with the same seed, gets the
-    # same module return as train's own evaluation.
-    out_json = tmp_path / "eval.json"
-    assert evaluate_cli.main(["--checkpoint", str(ckpt), "--episodes", "3", "--output", str(out_json)]) == 0
-    res = json.loads(out_json.read_text())
-    assert res["module"]["returns"] == ev["module"]["returns"]
-    assert res["normalized_score"] == pytest.approx(summary["normalized_score"])
 
 
 def test_cli_refuses_beta_for_bc(expert_data, tmp_path, capsys):

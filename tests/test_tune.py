@@ -16,7 +16,7 @@ import math
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_ray]  # a Ray cluster; conftest.py stops the shared Ray
 
 ray = pytest.importorskip("ray")
 tune = pytest.importorskip("ray.tune")
