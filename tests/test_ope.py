@@ -195,4 +195,3 @@ def test_cli_evaluate_data_prints_the_estimate(data, tmp_path) -> None:
     assert "48 episodes, 96 transitions" in proc.stdout and "behaviour logged" in proc.stdout
     bad = run_cli("evaluate", "--policy", "random", "--data", path)
     assert bad.returncode == 2 and "--data must come with --checkpoint" in bad.stderr
-

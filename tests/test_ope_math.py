@@ -75,7 +75,6 @@ def test_replicate_interval_by_hand() -> None:
     assert all(np.isnan(ope.replicate_interval(1.0, np.array([2.0]))))
 
 
-
 def test_fqe_settles_when_the_estimate_stops_moving() -> None:
     from offline_graph.rllib.fqe import MIN_ITERATIONS, PLATEAU_WINDOW, settled
 
