@@ -15,10 +15,11 @@ iteration ``k`` fits the ``k``-step value) or Polyak-averaged after every gradie
 (``tau``). Schedule:
 
 - ``epochs=N``: ``N`` passes over the transitions, one iteration per pass (classic FQE);
-- ``horizon=H`` (``epochs=None``): exactly ``H`` iterations of ``P = clip(steps per epoch,
-  16, 64)`` gradient steps each. Iterating ``H`` times from ``Q = 0`` gives the ``H``-step
-  value, which is the value of a task that ends after ``H`` steps (a time limit) even when the
-  observation does not show the time left, where the fixed point would be wrong;
+- ``horizon=H`` (``epochs=None``): exactly ``H`` iterations of ``P = max(clip(steps per
+  epoch, 16, 64), MIN_STEPS / H)`` gradient steps each. Iterating ``H`` times from
+  ``Q = 0`` gives the ``H``-step value, which is the value of a task that ends after ``H``
+  steps (a time limit) even when the observation does not show the time left, where the
+  fixed point would be wrong;
 - ``epochs=None, horizon=None`` (automatic): iterations of ``P`` steps until the estimate has
   converged: the mean ``V(s_0)`` over the episodes' first
   observations moved less than :data:`PLATEAU_TOL` of itself over the last
@@ -69,6 +70,8 @@ PLATEAU_TOL = 0.01
 """Automatic schedule: the relative change of the estimate over the window that counts as settled."""
 STEPS_PER_ITERATION = (16, 64)
 """Automatic schedule: gradient steps per iteration, at least / at most (else one epoch)."""
+MIN_STEPS = 800
+"""``horizon=H``: at least this many gradient steps in all (a short horizon gets longer iterations)."""
 
 
 def settled(history: list[float]) -> bool:
@@ -159,6 +162,8 @@ def fit_fqe(
     if settings.epochs is None:
         period = int(np.clip(per_epoch, *STEPS_PER_ITERATION))
         iterations = MAX_ITERATIONS if settings.horizon is None else int(settings.horizon)
+        if settings.horizon is not None:
+            period = max(period, math.ceil(MIN_STEPS / max(1, iterations)))
     else:
         period, iterations = per_epoch, int(settings.epochs)
     start_idx = np.asarray(ptr[:-1])[:INFERENCE_BATCH]  # progress: on <= 512 episodes
