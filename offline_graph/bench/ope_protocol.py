@@ -30,7 +30,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from offline_graph.bench.case_ope import spearman
-from offline_graph.bench.ope_targets import expert_for, expert_mixture_module, mixture_policy, with_mixture_logp
+from offline_graph.bench.ope_targets import (
+    expert_for,
+    expert_mixture_module,
+    mixture_policy,
+    with_mixture_logp,
+)
 
 TARGET_EPS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 METHODS = ("wis", "pdis", "fqe", "dr", "wis_bc")
@@ -52,7 +57,9 @@ def spaces(key: str) -> tuple[Any, Any]:
     return env.observation_space, env.action_space
 
 
-def true_values(key: str, targets: Sequence[float], episodes: int = TRUE_EPISODES, seed: int = 12345) -> list[dict]:
+def true_values(
+    key: str, targets: Sequence[float], episodes: int = TRUE_EPISODES, seed: int = 12345
+) -> list[dict]:
     """Per target, ``{"eps", "mean", "se", "episodes"}`` of the undiscounted return of its
     mixture over ``episodes`` env episodes (episode ``i`` seeded by ``episode_seeds(seed, i)``)."""
     from offline_graph.data.graph import space_sizes
@@ -70,7 +77,14 @@ def true_values(key: str, targets: Sequence[float], episodes: int = TRUE_EPISODE
             policy = mixture_policy(expert, float(eps), rng)
             returns.append(sum(s.reward for s in episode_steps(env, policy, env_seed, edge_dim, mask_key)))
         r = np.asarray(returns)
-        out.append({"eps": float(eps), "mean": float(r.mean()), "se": float(r.std(ddof=1) / np.sqrt(len(r))), "episodes": len(r)})
+        out.append(
+            {
+                "eps": float(eps),
+                "mean": float(r.mean()),
+                "se": float(r.std(ddof=1) / np.sqrt(len(r))),
+                "episodes": len(r),
+            }
+        )
     return out
 
 
@@ -164,8 +178,9 @@ def run(
 
 def markdown(res: dict[str, Any]) -> str:
     """The result of :func:`run` as a markdown table (a row per method and seed, then the mean)."""
-    head = "| method | seed | norm. abs error | Spearman | regret@1 | CI coverage | estimates (eps " + " ".join(
-        f"{e:g}" for e in res["targets"]
+    head = (
+        "| method | seed | norm. abs error | Spearman | regret@1 | CI coverage | estimates (eps "
+        + " ".join(f"{e:g}" for e in res["targets"])
     )
     lines = [head + ") |", "|---|---|---|---|---|---|---|"]
     seeds = res["seeds"]
@@ -177,7 +192,10 @@ def markdown(res: dict[str, Any]) -> str:
                 + " ".join(f"{v:.2f}" for v in r[m]["estimates"])
                 + " |"
             )
-        avg = {k: np.mean([r[m][k] for r in seeds.values()]) for k in ("abs_error", "spearman", "regret_at_1", "coverage")}
+        avg = {
+            k: np.mean([r[m][k] for r in seeds.values()])
+            for k in ("abs_error", "spearman", "regret_at_1", "coverage")
+        }
         lines.append(
             f"| **{m}** | mean | **{100 * avg['abs_error']:.1f}%** | **{avg['spearman']:.2f}** | "
             f"**{avg['regret_at_1']:.2f}** | **{avg['coverage']:.2f}** | |"
