@@ -34,8 +34,11 @@ from offline_graph.bench.ope_targets import (
     expert_for,
     expert_mixture_module,
     mixture_policy,
+    seed_team_mixed,
+    team_mixture,
     with_mixture_logp,
 )
+from offline_graph.env.team_policies import agent_kind
 
 TARGET_EPS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 METHODS = ("wis", "pdis", "fqe", "dr", "wis_bc")
@@ -57,34 +60,58 @@ def spaces(key: str) -> tuple[Any, Any]:
     return env.observation_space, env.action_space
 
 
-def true_values(
-    key: str, targets: Sequence[float], episodes: int = TRUE_EPISODES, seed: int = 12345
-) -> list[dict]:
-    """Per target, ``{"eps", "mean", "se", "episodes"}`` of the undiscounted return of its
-    mixture over ``episodes`` env episodes (episode ``i`` seeded by ``episode_seeds(seed, i)``)."""
+def _returns(key: str, eps: float, episodes: int, seed: int) -> list[float]:
+    """The undiscounted returns of the ``eps`` mixture: one per episode, or for a Team-v0
+    module one per agent-episode of that module's agents (the others act alike)."""
     from offline_graph.data.graph import space_sizes
     from offline_graph.env.making import episode_seeds, episode_steps, make_env, mask_key_for
 
+    if ":" in key:
+        from offline_graph.jobs.ma_recording import agent_spaces, make_ma_env, run_ma_episode
+
+        env = make_ma_env(env_id(key), {})
+        obs_spaces, act_spaces = agent_spaces(env)
+        edge_dims = {a: space_sizes(sp)[1] for a, sp in obs_spaces.items()}
+        mask_keys = {a: mask_key_for_space(sp) for a, sp in act_spaces.items()}
+        kind = key.split(":")[1]
+        out = []
+        for i in range(int(episodes)):
+            env_seed, rng = episode_seeds(seed, i)
+            policy = team_mixture(eps, rng)
+            _, rets, _ = run_ma_episode(env, policy, env_seed, f"e{i}", edge_dims, mask_keys)
+            out += [r for aid, r in rets.items() if agent_kind(aid) == kind]
+        return out
     env = make_env(env_id(key), {})
     _, edge_dim = space_sizes(env.observation_space)
     mask_key = mask_key_for(env)
     expert = expert_for(key)
     out = []
+    for i in range(int(episodes)):
+        env_seed, rng = episode_seeds(seed, i)
+        steps = episode_steps(env, mixture_policy(expert, eps, rng), env_seed, edge_dim, mask_key)
+        out.append(sum(s.reward for s in steps))
+    return out
+
+
+def mask_key_for_space(space: Any) -> str | None:
+    """The recorder's mask key for an agent's action space (None for Discrete)."""
+    from offline_graph.data.spaces import selection_level
+    from offline_graph.env.making import DEFAULT_MASK_KEY
+
+    return DEFAULT_MASK_KEY if selection_level(space) is not None else None
+
+
+def true_values(
+    key: str, targets: Sequence[float], episodes: int = TRUE_EPISODES, seed: int = 12345
+) -> list[dict]:
+    """Per target, ``{"eps", "mean", "se", "episodes"}`` of the undiscounted return of its
+    mixture over ``episodes`` env episodes (episode ``i`` seeded by ``episode_seeds(seed, i)``;
+    for a Team-v0 module, ``episodes`` counts that module's agent-episodes)."""
+    out = []
     for eps in targets:
-        returns = []
-        for i in range(int(episodes)):
-            env_seed, rng = episode_seeds(seed, i)
-            policy = mixture_policy(expert, float(eps), rng)
-            returns.append(sum(s.reward for s in episode_steps(env, policy, env_seed, edge_dim, mask_key)))
-        r = np.asarray(returns)
-        out.append(
-            {
-                "eps": float(eps),
-                "mean": float(r.mean()),
-                "se": float(r.std(ddof=1) / np.sqrt(len(r))),
-                "episodes": len(r),
-            }
-        )
+        r = np.asarray(_returns(key, float(eps), episodes, seed))
+        se = float(r.std(ddof=1) / np.sqrt(len(r)))
+        out.append({"eps": float(eps), "mean": float(r.mean()), "se": se, "episodes": len(r)})
     return out
 
 
@@ -92,8 +119,12 @@ def record_logs(key: str, eps_b: float, seed: int, episodes: int, output: str) -
     """Record ``episodes`` of the ``eps_b`` mixture into ``output`` (the env's ``"mixed"``)."""
     from offline_graph.jobs.recording import plan_jobs, record
 
+    policy = "mixed"
+    if ":" in key:  # Team-v0's own "mixed" is its decoy heuristic: the uniform mixture instead
+        seed_team_mixed(seed, eps_b)
+        policy = "offline_graph.bench.ope_targets:team_mixed"
     jobs = plan_jobs(
-        env=env_id(key), env_config={}, policy="mixed", epsilon=eps_b, seed=seed,
+        env=env_id(key), env_config={}, policy=policy, epsilon=eps_b, seed=seed,
         episodes=episodes, episodes_per_file=100, output=output,
     )  # fmt: skip
     list(record(jobs, workers=1, show_progress=False))

@@ -111,10 +111,17 @@ def seed_team_mixed(seed: int, eps: float) -> None:
     _TEAM.update(rng=np.random.default_rng(seed), eps=float(eps))
 
 
+def team_mixture(eps: float, rng: np.random.Generator) -> Callable[..., int]:
+    """``policy(agent_id, obs, info)``: every Team-v0 agent acts by its module's ``eps`` mixture."""
+    policies = {
+        kind: mixture_policy(EXPERTS[f"offline_graph/Team-v0:{kind}"], eps, rng) for kind in ("color", "pick")
+    }
+    return lambda agent_id, obs, info=None: policies[agent_kind(agent_id)](obs, info)
+
+
 def team_mixed(agent_id: Any, obs: GraphDict, info: Any = None) -> int:
     """Team-v0's uniform mixture for recording (``offline_graph.bench.ope_targets:team_mixed``)."""
-    expert = EXPERTS[f"offline_graph/Team-v0:{agent_kind(agent_id)}"]
-    return mixture_policy(expert, _TEAM["eps"], _TEAM["rng"])(obs, info)
+    return team_mixture(_TEAM["eps"], _TEAM["rng"])(agent_id, obs, info)
 
 
 def _expert_mixture_class() -> type:
