@@ -23,6 +23,7 @@ For one env (or one Team-v0 module, an :data:`~offline_graph.bench.ope_targets.E
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import time
 from typing import Any, Sequence
@@ -146,8 +147,18 @@ def evaluate_seed(
     from offline_graph.rllib.ope import estimate_value
 
     obs_space, act_space = spaces(key)
-    logged = with_mixture_logp(logs, expert_mixture_module(key, eps_b, obs_space, act_space))
+    behaviour = expert_mixture_module(key, eps_b, obs_space, act_space)
     common: dict[str, Any] = dict(gamma=1.0, explore=True, seed=seed, **options)
+    bc: dict[str, Any] = {}
+    data: Any = logs
+    if ":" in key:  # one Team-v0 module: its agents' steps, each agent one logged episode
+        from offline_graph.data.logged import load_agents
+        from offline_graph.data.reader import spec_from_spaces
+
+        spec = spec_from_spaces(obs_space, act_space)
+        bc["module_id"] = key.split(":")[1]
+        data = load_agents(logs, lambda agent, recorded, episode: (recorded, spec), bc["module_id"])
+    logged = with_mixture_logp(data, behaviour)
     rows: dict[str, list[dict]] = {m: [] for m in METHODS}
     for eps in targets:
         module = expert_mixture_module(key, eps, obs_space, act_space)
@@ -157,7 +168,7 @@ def evaluate_seed(
             rows["fqe"].append(estimate_value(module, logged, method="fqe", **common))
         else:
             rows["fqe"].append({**rows["dr"][-1]["fqe"], "seconds": rows["dr"][-1]["seconds"]})
-        rows["wis_bc"].append(estimate_value(module, logs, method="wis", behaviour="bc", **common))
+        rows["wis_bc"].append(estimate_value(module, logs, method="wis", behaviour="bc", **bc, **common))
     return rows
 
 
@@ -169,7 +180,7 @@ def metrics(results: Sequence[dict], truth: Sequence[float]) -> dict[str, Any]:
     return {
         "estimates": est.tolist(),
         "abs_error": float(np.mean(np.abs(est - t)) / span),
-        "spearman": spearman(est, t),
+        "spearman": spearman(est.tolist(), t.tolist()),
         "regret_at_1": float((t.max() - t[int(np.argmax(est))]) / span),
         "coverage": float(np.mean([r["ci_low"] <= v <= r["ci_high"] for r, v in zip(results, t)])),
         "seconds": float(sum(r["seconds"] for r in results)),
@@ -196,6 +207,7 @@ def run(
         with tempfile.TemporaryDirectory() as logs:
             record_logs(key, eps_b, int(seed), log_episodes, logs)
             rows = evaluate_seed(key, logs, targets, eps_b, seed=int(seed), **options)
+        print(f"{key} seed {seed}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         first = rows["wis"][0]
         out["seeds"][str(seed)] = {
             "episodes": first["episodes"],
