@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from offline_graph.bench.case_ope import spearman, true_value
-from offline_graph.bench.ope_protocol import metrics, true_values
+from offline_graph.bench.case_ope import true_value
+from offline_graph.bench.ope_protocol import metrics, spearman, true_values
 from offline_graph.bench.ope_targets import expert_mixture_module
 from offline_graph.data.columns import GraphColumns
 from offline_graph.data.graph import graph_to_dict

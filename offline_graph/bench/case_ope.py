@@ -15,7 +15,8 @@ with probability ``1 - eps``, else uniform) is right with probability
 these values (and on NextHop-v0 and Team-v0) is :mod:`offline_graph.bench.ope_protocol`.
 
 Bench case ``ope``: the seconds each method takes per 10k logged transitions (FQE / DR with
-``FQE_EPOCHS`` epochs) on freshly recorded Graph-v0 logs.
+``FQE_EPOCHS`` epochs) on freshly recorded Graph-v0 logs, then :func:`accuracy_rows`: each
+method's normalized absolute error in the DOPE protocol on Graph-v0, one recording per repeat.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,37 +59,17 @@ def behaviour_logp(data: Any, eps_b: float, observation_space: Any, action_space
     return with_mixture_logp(data, expert_mixture(eps_b, observation_space, action_space))
 
 
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties)."""
-
-    def ranks(values: Sequence[float]) -> np.ndarray:
-        v = np.asarray(values, np.float64)
-        order = np.argsort(v, kind="stable")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v), dtype=np.float64)
-        for value in np.unique(v):
-            r[v == value] = r[v == value].mean()
-        return r
-
-    ra, rb = ranks(a), ranks(b)
-    denom = float(np.sqrt(((ra - ra.mean()) ** 2).sum() * ((rb - rb.mean()) ** 2).sum()))
-    return float(((ra - ra.mean()) * (rb - rb.mean())).sum() / denom) if denom else 0.0
-
-
 def case_ope(ctx: BenchContext) -> list[Row]:
-    """Seconds per 10k transitions of each method (module doc)."""
+    """Seconds per 10k transitions of each method, then the DOPE protocol's accuracy rows
+    (module doc)."""
+    from offline_graph.bench.ope_protocol import record_logs
     from offline_graph.env.making import make_env
-    from offline_graph.jobs.recording import plan_jobs, record
     from offline_graph.rllib.ope import estimate_value
 
     env = make_env(ENV, {})
     episodes = 40 if ctx.quick else 200
     with tempfile.TemporaryDirectory() as out:
-        jobs = plan_jobs(
-            env=ENV, env_config={}, policy="mixed", epsilon=0.5, seed=0,
-            episodes=episodes, episodes_per_file=100, output=out,
-        )  # fmt: skip
-        list(record(jobs, workers=1, show_progress=False))
+        record_logs(ENV, 0.5, 0, episodes, out)
         logged = behaviour_logp(out, 0.5, env.observation_space, env.action_space)
     module = expert_mixture(0.2, env.observation_space, env.action_space)
     rows = []
@@ -101,5 +82,25 @@ def case_ope(ctx: BenchContext) -> list[Row]:
         note = f"{FQE_EPOCHS} FQE epochs" if method in ("fqe", "dr") else "200 bootstrap resamples"
         rows.append(
             Row("ope", f"{method} seconds per 10k transitions", "s", times, lower_is_better=True, note=note)
+        )
+    return rows + accuracy_rows(ctx)
+
+
+def accuracy_rows(ctx: BenchContext) -> list[Row]:
+    """The DOPE protocol on Graph-v0 (:mod:`offline_graph.bench.ope_protocol`), one recording
+    per repeat: per method the normalized absolute error (Spearman, regret@1 and coverage in
+    the note). ``--quick``: 100 logged episodes, 500 true-value episodes, FQE_EPOCHS epochs."""
+    from offline_graph.bench.ope_protocol import METHODS as ALL, run
+
+    quick: dict[str, Any] = dict(log_episodes=100, true_episodes=500, epochs=FQE_EPOCHS) if ctx.quick else {}
+    res = run(ENV, list(range(ctx.repeats)), **quick)
+    rows = []
+    for m in ALL:
+        per_seed = [r[m] for r in res["seeds"].values()]
+        mean = {k: float(np.mean([p[k] for p in per_seed])) for k in ("spearman", "regret_at_1", "coverage")}
+        note = "Spearman {spearman:.2f}, regret@1 {regret_at_1:.2f}, coverage {coverage:.2f}".format(**mean)
+        errors = [100 * p["abs_error"] for p in per_seed]
+        rows.append(
+            Row("ope", f"{m} normalized abs error (DOPE)", "%", errors, lower_is_better=True, note=note)
         )
     return rows

@@ -30,7 +30,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from offline_graph.bench.case_ope import spearman
 from offline_graph.bench.ope_targets import (
     expert_for,
     expert_mixture_module,
@@ -170,6 +169,23 @@ def evaluate_seed(
             rows["fqe"].append({**rows["dr"][-1]["fqe"], "seconds": rows["dr"][-1]["seconds"]})
         rows["wis_bc"].append(estimate_value(module, logs, method="wis", behaviour="bc", **bc, **common))
     return rows
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rank correlation (average ranks for ties)."""
+
+    def ranks(values: Sequence[float]) -> np.ndarray:
+        v = np.asarray(values, np.float64)
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v), dtype=np.float64)
+        for value in np.unique(v):
+            r[v == value] = r[v == value].mean()
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    denom = float(np.sqrt(((ra - ra.mean()) ** 2).sum() * ((rb - rb.mean()) ** 2).sum()))
+    return float(((ra - ra.mean()) * (rb - rb.mean())).sum() / denom) if denom else 0.0
 
 
 def metrics(results: Sequence[dict], truth: Sequence[float]) -> dict[str, Any]:
