@@ -129,6 +129,10 @@ def test_fqe_and_dr_close_to_the_true_value(data) -> None:
     fqe = estimate_value(fixed([0.0, 1.0]), path, method="fqe", **kw)
     assert fqe["value"] == pytest.approx(1 + GAMMA, abs=0.15)
     assert fqe["ess"] is None and fqe["fqe_loss"] < 0.05
+    assert fqe["fqe_iterations"] == 2  # terminated 2-step episodes: 2 iterations suffice
+    # 10 bootstrap heads (default): value -+ 1.96 sd of the heads' values, around the value
+    assert fqe["ci_low"] < fqe["value"] < fqe["ci_high"]
+    assert fqe["ci_high"] - fqe["value"] == pytest.approx(fqe["value"] - fqe["ci_low"], abs=1e-9)
     dr = estimate_value(fixed([0.0, 1.0]), path, method="dr", **kw)
     assert dr["value"] == pytest.approx(1 + GAMMA, abs=0.1)
 
@@ -191,3 +195,4 @@ def test_cli_evaluate_data_prints_the_estimate(data, tmp_path) -> None:
     assert "48 episodes, 96 transitions" in proc.stdout and "behaviour logged" in proc.stdout
     bad = run_cli("evaluate", "--policy", "random", "--data", path)
     assert bad.returncode == 2 and "--data must come with --checkpoint" in bad.stderr
+

@@ -65,3 +65,26 @@ def test_bootstrap_interval_and_estimate_dict() -> None:
     flat = ope.mean_estimate(np.array([1.0, 1.0, 1.0]), n_boot=10)
     assert flat == {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}
     assert ope.ess_warnings(1.0, 20) and not ope.ess_warnings(5.0, 20)
+
+
+def test_replicate_interval_by_hand() -> None:
+    # replicates 1 and 3: sd (ddof 1) = sqrt(2); z(97.5%) = 1.959964
+    low, high = ope.replicate_interval(10.0, np.array([1.0, 3.0]))
+    assert low == pytest.approx(10.0 - 1.959964 * 2**0.5, abs=1e-5)
+    assert high == pytest.approx(10.0 + 1.959964 * 2**0.5, abs=1e-5)
+    assert all(np.isnan(ope.replicate_interval(1.0, np.array([2.0]))))
+
+
+def test_fqe_horizon_and_schedule_by_hand() -> None:
+    from offline_graph.rllib.fqe import FQESettings, horizon, schedule
+
+    lengths = np.array([3, 50, 7])
+    assert horizon(lengths, 1.0, bootstrapped=False) == 50  # gamma 1: the longest episode
+    assert horizon(lengths, 0.9, bootstrapped=False) == 44  # 0.9^44 < 0.01 <= 0.9^43
+    assert horizon(lengths, 0.99, bootstrapped=True) == 459  # past the logged ends
+    assert horizon(lengths, 0.99, bootstrapped=False) == 50
+    # 2117 transitions, batch 256: 9 steps per epoch; 30 epochs = 270 steps >= 50 refreshes,
+    # every 5 steps; 60 epochs: once per epoch; 1 epoch: 50 steps, a refresh after each
+    assert schedule(2117, FQESettings(epochs=30), 50) == (270, 5)
+    assert schedule(2117, FQESettings(epochs=60), 50) == (540, 9)
+    assert schedule(2117, FQESettings(epochs=1), 50) == (50, 1)

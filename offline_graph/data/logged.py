@@ -7,6 +7,12 @@ Sources: episode files or directories (local or URIs), converted transition rows
 episode row's ``extra_model_outputs["action_logp"]`` (where RLlib's EnvRunners record them,
 lookback dropped like the other buffers); they are used only when every episode has them.
 Converted rows carry none.
+
+Multi-agent episode files are read per module (:func:`load_logged` with a ``route``, as the
+multi-agent prelearner routes agents): every agent whose steps go to the module is one
+logged episode (its own observations, actions, rewards and end), the other agents part of
+the environment, acting as they were logged; each agent's ``action_logp`` is read from its
+own ``extra_model_outputs``.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from offline_graph.data.columns import counts_to_ptr
 from offline_graph.data.errors import ConfigError, DecodeError
 from offline_graph.data.files import scan_files
 from offline_graph.data.holdout import held_out
+from offline_graph.data.multi_agent import Route, read_agent_episodes
 from offline_graph.data.reader import read_transitions
 from offline_graph.data.spec import EpisodeSpec
 from offline_graph.data.transitions import Transitions
@@ -46,11 +53,7 @@ class Logged:
         return len(self.ptr) - 1
 
 
-def item_logp(item: bytes) -> np.ndarray | None:
-    """The ``action_logp`` of one episode row's steps (None when it has none)."""
-    if LOGP_KEY.encode() not in bytes(item):  # cheap test before a full decode
-        return None
-    state = unpack_item(item)
+def _state_logp(state: dict) -> np.ndarray | None:
     buf = (state.get("extra_model_outputs") or {}).get(LOGP_KEY)
     if not isinstance(buf, dict) or buf.get("data") is None:
         return None
@@ -58,53 +61,137 @@ def item_logp(item: bytes) -> np.ndarray | None:
     return data[int(buf.get("lookback") or 0) :]
 
 
-def whole_episodes(trans: Transitions, where: str) -> tuple[Transitions, np.ndarray]:
-    """``trans`` with each episode's steps contiguous and in order, and the episodes' ptr;
-    ConfigError for multi-agent data or an episode without its end or its first step."""
+def item_logp(item: bytes) -> np.ndarray | None:
+    """The ``action_logp`` of one episode row's steps (None when it has none)."""
+    if LOGP_KEY.encode() not in bytes(item):  # cheap test before a full decode
+        return None
+    return _state_logp(unpack_item(item))
+
+
+def agent_logps(item: bytes) -> dict[str, np.ndarray | None]:
+    """Per agent (``str(agent_id)``) of a multi-agent row: its steps' ``action_logp``."""
+    if LOGP_KEY.encode() not in bytes(item):
+        return {}
+    state = unpack_item(item)
+    agents = state.get("agents")
+    entries: list = agents if isinstance(agents, list) else [state]
+    return {
+        str("agent0" if e.get("agent_id") is None else e["agent_id"]): _state_logp(e.get("episode", e))
+        for e in entries
+        if isinstance(e, dict)
+    }
+
+
+MULTI_AGENT_HINT = "Evaluate one module of multi-agent episode files with estimate_value(..., module_id=...)."
+
+
+def whole_episodes(
+    trans: Transitions, where: str, keys: list[Any] | None = None
+) -> tuple[Transitions, np.ndarray, np.ndarray]:
+    """``(trans with each episode's steps contiguous and in order, the episodes' ptr, the
+    original row of each new row)``. Entries of ``trans.episode_ids`` with the same key
+    (``keys``, default the episode id; per agent for multi-agent data) are one episode,
+    ordered by ``t``. ConfigError for multi-agent rows or an episode without its end or its
+    first step."""
     if trans.agent_ids is not None:
         raise ConfigError(
-            f"{where}: data must be single-agent episodes (found multi-agent rows). Off-policy "
-            "evaluation per module of multi-agent data is not supported; evaluate a module on "
-            "single-agent logs."
+            f"{where}: data must be single-agent episodes (found multi-agent rows). " + MULTI_AGENT_HINT
         )
-    order = np.lexsort((trans.t, trans.episode_index))
+    if not len(trans):
+        raise ConfigError(f"{where}: data must hold at least one step (found 0 transitions).")
+    index: dict[Any, int] = {}
+    group = np.fromiter(
+        (index.setdefault(k, len(index)) for k in (trans.episode_ids if keys is None else keys)),
+        np.int64,
+        len(trans.episode_ids),
+    )
+    row_group = group[trans.episode_index]
+    order = np.lexsort((trans.t, row_group))
     if not np.array_equal(order, np.arange(len(trans))):
         trans = trans.take(order)
-    counts = np.bincount(trans.episode_index, minlength=len(trans.episode_ids))
-    if (counts == 0).any():  # keep only the episodes that have rows
-        keep = np.flatnonzero(counts)
-        remap = np.full(len(counts), -1, np.int64)
-        remap[keep] = np.arange(len(keep))
-        trans.episode_index = remap[trans.episode_index].astype(np.int32)
-        trans.episode_ids = [trans.episode_ids[i] for i in keep]
+    row_group = row_group[order]
+    counts = np.bincount(row_group, minlength=len(index))
+    keep = np.flatnonzero(counts)  # the episodes that have rows
+    ptr = counts_to_ptr(counts[keep])
+    if len(keep) != len(trans.episode_ids) or not np.array_equal(trans.episode_index, row_group):
+        last_entry = trans.episode_index[ptr[1:] - 1]  # the chunk that ends each episode
+        trans.episode_ids = [trans.episode_ids[i] for i in last_entry]
         if trans.final_obs is not None:
-            trans.final_obs = trans.final_obs.take(keep)
-        counts = counts[keep]
-    ptr = counts_to_ptr(counts)
+            trans.final_obs = trans.final_obs.take(last_entry)
+        trans.episode_index = np.repeat(np.arange(len(keep), dtype=np.int32), np.diff(ptr))
     last = ptr[1:] - 1
     ended = trans.terminateds[last] | trans.truncateds[last]
     gaps = np.diff(trans.t) != 1
     gaps[ptr[1:-1] - 1] = False
-    if not ended.all() or gaps.any() or (len(trans) and (trans.t[ptr[:-1]] != 0).any()):
-        bad = trans.episode_ids[int(np.flatnonzero(~ended)[0])] if not ended.all() else "?"
+    starts = trans.t[ptr[:-1]] != 0
+    bad = np.flatnonzero(~ended | starts | np.add.reduceat(np.append(gaps, False), ptr[:-1]).astype(bool))
+    if len(bad):
         raise ConfigError(
             f"{where}: every episode must be whole, its steps from the first to its end (found "
-            f"episode {bad!r} incomplete). Evaluate on whole episode files or on all the rows "
-            "an episode was converted to."
+            f"episode {trans.episode_ids[int(bad[0])]!r} "
+            + ("without its end" if not ended[bad[0]] else "with missing or repeated steps")
+            + "). Evaluate on whole episode files (every chunk of a cut episode) or on all the "
+            "rows an episode was converted to."
         )
-    return trans, ptr
+    return trans, ptr, order
+
+
+def _combine(
+    parts: list[Transitions], logps: list[np.ndarray | None], where: str, keys: list[Any] | None = None
+) -> Logged:
+    """Whole episodes of ``parts`` and, when every episode has them, its log-probabilities."""
+    trans, ptr, order = whole_episodes(Transitions.concat(parts), where, keys)
+    have = [v for v in logps if v is not None]
+    logp = None
+    if len(have) == len(logps) and sum(len(v) for v in have) == len(trans):
+        logp = (np.concatenate(have) if have else np.zeros(0))[order]
+    return Logged(trans, ptr, logp)
+
+
+def load_agents(data: Any, route: Route, module_id: str, where: str = "estimate_value") -> Logged:
+    """The steps of the agents that ``route`` sends to ``module_id`` in the multi-agent (or
+    single-agent) episode files of ``data``, one logged episode per agent (module doc)."""
+    scan = scan_files(data)
+    if scan.kind != "episodes" or not scan.files:
+        raise ConfigError(
+            f"{where}: data must hold episode files for module_id={module_id!r} (found "
+            f"{scan.kind or 'no'} files in {data!r}). Converted rows carry no module; evaluate "
+            "a module on the multi-agent episode files."
+        )
+    parts: list[Transitions] = []
+    logps: list[np.ndarray | None] = []
+    keys: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def to_module(agent_id: Any, recorded: str | None, episode_id: str) -> Any:
+        target = route(agent_id, recorded, episode_id)
+        if target is not None:
+            seen.add(target[0])
+        return target if target is not None and target[0] == module_id else None
+
+    for path in scan.files:
+        items = pq.read_table(storage.open_input_file(path), columns=["item"]).column("item").to_pylist()
+        for item, agents in zip(items, map(agent_logps, items)):
+            for part in read_agent_episodes([item], [path], to_module):
+                parts.append(Transitions.from_episodes([part.episode], 1.0))
+                keys.append((part.episode.id, str(part.agent_id)))
+                logp = agents.get(str(part.agent_id))
+                logps.append(None if logp is None else logp[: len(part.episode)])
+    if not parts:
+        raise ConfigError(
+            f"{where}: module_id must be a module that agents of the data map to (found "
+            f"{module_id!r}; the agents map to {sorted(seen)}). Check the policy mapping."
+        )
+    return _combine(parts, logps, where, keys)
 
 
 def load_logged(data: Any, spec: EpisodeSpec, where: str = "estimate_value") -> Logged:
     """Episodes of ``data`` (module doc) checked against ``spec`` (the module's spaces)."""
     if isinstance(data, Logged):
         return data
-    if isinstance(data, Transitions):
-        trans, ptr = whole_episodes(data, where)
-        return Logged(trans, ptr, None)
-    if isinstance(data, pa.Table):
-        trans, ptr = whole_episodes(Transitions.from_table(data), where)
-        return Logged(trans, ptr, None)
+    if isinstance(data, (Transitions, pa.Table)):
+        trans = data if isinstance(data, Transitions) else Transitions.from_table(data)
+        return _combine([trans], [None], where)
     scan = scan_files(data)
     if not scan.files:
         raise ConfigError(f"{where}: data must hold Parquet files (found none in {data!r}).")
@@ -121,16 +208,11 @@ def load_logged(data: Any, spec: EpisodeSpec, where: str = "estimate_value") -> 
             if err.reason == "multi_agent":
                 raise ConfigError(
                     f"{where}: data must be single-agent episodes (found multi-agent rows in "
-                    f"{path}). Off-policy evaluation per module of multi-agent data is not supported."
+                    f"{path}). " + MULTI_AGENT_HINT
                 ) from None
             raise
         logps += [item_logp(i) for i in items]
-    trans, ptr = whole_episodes(Transitions.concat(parts), where)
-    have = [v for v in logps if v is not None]
-    logp = None
-    if len(have) == len(logps) and sum(len(v) for v in have) == len(trans):
-        logp = np.concatenate(have) if have else np.zeros(0)
-    return Logged(trans, ptr, logp)
+    return _combine(parts, logps, where)
 
 
 def held_out_episodes(logged: Logged, fraction: float, seed: int) -> Logged:
@@ -142,6 +224,6 @@ def held_out_episodes(logged: Logged, fraction: float, seed: int) -> Logged:
             f"offline evaluation: the held-out episodes must not be empty (found none of "
             f"{logged.episodes} held out with holdout={fraction}). Raise configure(holdout=...)."
         )
-    trans, ptr = whole_episodes(logged.trans.take(rows), "offline evaluation")
-    logp = None if logged.behaviour_logp is None else logged.behaviour_logp[rows]
+    trans, ptr, order = whole_episodes(logged.trans.take(rows), "offline evaluation")
+    logp = None if logged.behaviour_logp is None else logged.behaviour_logp[rows][order]
     return Logged(trans, ptr, logp)

@@ -27,6 +27,7 @@ Kish's effective sample size of the episode weights ``W_i``.
 
 from __future__ import annotations
 
+from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
@@ -220,6 +221,17 @@ def mean_estimate(per_episode: np.ndarray, n_boot: int = 200, seed: int = 0) -> 
     ptr = np.arange(len(per_episode) + 1)
     low, high = bootstrap_interval(lambda steps, _p: float(per_episode[steps].mean()), ptr, n_boot, seed)
     return {"value": float(per_episode.mean()), "ci_low": low, "ci_high": high}
+
+
+def replicate_interval(value: float, replicates: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Normal bootstrap interval ``value -+ z * sd(replicates)`` (``z`` of ``level``; NaN with
+    fewer than 2 replicates)."""
+    replicates = np.asarray(replicates, np.float64)
+    if len(replicates) < 2:
+        return float("nan"), float("nan")
+    z = float(NormalDist().inv_cdf(0.5 + level / 2))
+    half = z * float(replicates.std(ddof=1))
+    return float(value - half), float(value + half)
 
 
 def ess_warnings(ess_value: float, episodes: int) -> list[str]:

@@ -22,23 +22,32 @@ time limits that are not part of the task); False ends the return at the truncat
 logged episodes (and an env run with the same time limit) do. The IS estimators always sum
 the logged rewards.
 
-The interval is a bootstrap over episodes (``n_boot`` resamples, 95%); for FQE it resamples
-the per-episode ``V(s_0)`` of one fitted model (the model's own fitting error is not in it).
+Multi-agent episode files: ``module_id=`` evaluates one module (the module itself, or a
+MultiRLModule holding it): every agent mapped to it (``policy_mapping_fn(agent_id, episode)``
+as in RLlib's config, else the module id recorded with the agent, else ``default_policy``)
+is one logged episode of its own steps and rewards; the other agents stay as they were
+logged (the value is the module's per-agent return with the others acting as logged).
+
+The interval is a bootstrap over episodes (95%): ``n_boot`` resamples for the IS family and DR;
+for FQE ``fqe_heads`` bootstrap Q heads fitted on Poisson-weighted episodes
+(:mod:`offline_graph.rllib.fqe`), the interval ``value -+ 1.96 sd`` of their values, so it
+includes the fitting error (``fqe_heads=0``: resamples of one fitted model's ``V(s_0)``).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
 
 from offline_graph.data import ope
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.logged import Logged, load_logged
+from offline_graph.data.logged import Logged, load_agents, load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
-from offline_graph.rllib.fqe import FQESettings, fit_fqe
+from offline_graph.rllib.fqe import FQESettings, fit_fqe, horizon
 from offline_graph.rllib.ope_policy import check_module, fit_behaviour, target_choices
 
 DEFAULT_GAMMA = 0.99
@@ -66,6 +75,9 @@ def estimate_value(
     q_model: dict | None = None,
     bc_epochs: int = 5,
     torch_threads: int | None = 1,
+    fqe_heads: int = 10,
+    module_id: str | None = None,
+    policy_mapping_fn: Any = None,
 ) -> dict[str, Any]:
     """The estimated expected return of ``module``'s policy from the episodes of ``data``.
 
@@ -73,14 +85,20 @@ def estimate_value(
     URIs), converted transition rows (files or a ``pyarrow.Table``) or ``Transitions``, whole
     single-agent episodes. ``clip``: cap of each importance ratio (IS and DR). ``behaviour``:
     "auto" (logged ``action_logp`` where every episode has it, else BC), "logged" or "bc".
-    FQE settings: ``epochs``, ``batch_size``, ``lr``, ``tau`` (None: target copied per epoch),
-    ``q_model`` (the Q network's GNN keys); ``bc_epochs`` for the cloned behaviour policy.
+    FQE settings: ``epochs`` (at least; the target network is refreshed at least as many times
+    as the horizon needs, :func:`offline_graph.rllib.fqe.horizon`: the longest logged episode
+    with ``gamma=1``), ``batch_size``, ``lr``, ``tau`` (None: target copied every refresh),
+    ``q_model`` (the Q network's GNN keys), ``fqe_heads`` (bootstrap Q heads for the FQE
+    interval, :mod:`offline_graph.rllib.fqe`; 0: resample the fitted ``V(s_0)`` only);
+    ``bc_epochs`` for the cloned behaviour policy.
     ``torch_threads`` (1): torch's intra-op threads meanwhile (restored after; None leaves
     them): the graph batches are small, and more threads made the scatter ops slower.
+    ``module_id`` / ``policy_mapping_fn``: one module of multi-agent episode files (module doc).
 
     Returns ``{"value", "ci_low", "ci_high", "method", "gamma", "episodes", "transitions",
     "ess", "behaviour", "clipped", "warnings", "seconds", ...}`` (``ess`` / ``behaviour`` /
-    ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last epoch's TD loss).
+    ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last epoch's TD loss, and
+    ``fqe_iterations``, the target refreshes).
     """
     import torch
 
@@ -88,12 +106,47 @@ def estimate_value(
     if torch_threads is not None:
         torch.set_num_threads(int(torch_threads))
     try:
+        if module_id is not None:
+            module, data = _module_data(module, data, str(module_id), policy_mapping_fn)
         return _estimate(
             module, data, method, gamma, explore, n_boot, clip, seed, behaviour, bootstrap_truncated,
-            FQESettings(epochs=epochs, batch_size=batch_size, lr=lr, tau=tau, model=q_model), bc_epochs,
+            FQESettings(epochs, batch_size, lr, tau, q_model, boot_heads=fqe_heads), bc_epochs,
         )  # fmt: skip
     finally:
         torch.set_num_threads(threads)
+
+
+def module_route(spec: Any, mapping: Any) -> Any:
+    """A ``read_agent_episodes`` route sending each agent, with ``spec``, to
+    ``mapping(agent_id, episode)`` (RLlib's ``policy_mapping_fn``) or, without one, the module
+    recorded with it, else ``default_policy`` (the multi-agent prelearner's rule)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    def route(agent_id: Any, recorded: str | None, episode_id: str) -> tuple[str, Any]:
+        if mapping is not None:
+            return str(mapping(agent_id, MultiAgentEpisode(id_=episode_id))), spec
+        return recorded or DEFAULT_MODULE_ID, spec
+
+    return route
+
+
+def _module_data(module: Any, data: Any, module_id: str, mapping: Any) -> tuple[Any, Any]:
+    """``(the module, its agents' logged episodes)`` for ``module_id`` (module doc)."""
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
+
+    if isinstance(module, MultiRLModule):
+        if module_id not in module:
+            raise ConfigError(
+                f"estimate_value: module_id must be one of the MultiRLModule's modules "
+                f"{sorted(module.keys())} (found {module_id!r})."
+            )
+        module = module[module_id]
+    if isinstance(data, Logged):
+        return module, data
+    check_module(module, "estimate_value")
+    spec = spec_from_spaces(module.observation_space, module.action_space)
+    return module, load_agents(data, module_route(spec, mapping), module_id)
 
 
 def _estimate(
@@ -152,6 +205,9 @@ def _estimate(
     pi = target_choices(module, graphs, explore)
     if method in ("fqe", "dr"):
         ends = trans.terminateds | (trans.truncateds & (not bootstrap))
+        through = bootstrap and bool(trans.truncateds.any())
+        settings = replace(settings, iterations=horizon(np.diff(ptr), gamma, through))
+        out["fqe_iterations"] = settings.iterations
         fitted = fit_fqe(
             graphs, ptr, trans.actions, trans.rewards, ends, pi, gamma,
             module.observation_space, module.action_space, settings, seed,
@@ -161,6 +217,10 @@ def _estimate(
         v_end = np.where(trans.truncateds[ptr[1:] - 1] & bootstrap, fitted.v[n:], 0.0)
         model = (fitted.q, fitted.v[:n], v_end)
         fqe_estimate = ope.mean_estimate(fitted.v[ptr[:-1]], n_boot, seed)
+        if len(fitted.boot) >= 2:
+            fqe_estimate["ci_low"], fqe_estimate["ci_high"] = ope.replicate_interval(
+                fqe_estimate["value"], fitted.boot
+            )
         if method == "fqe":
             out.update(fqe_estimate)
         else:

@@ -127,14 +127,16 @@ def target_choices(
     return Choices(np.concatenate(parts) if parts else np.zeros(0), counts_to_ptr(counts))
 
 
-def q_network(observation_space: gym.Space, action_space: gym.Space, model: dict | None) -> QNetwork:
-    """A fresh Q network (:class:`~offline_graph.rllib.critic.QNetwork`) for the spaces;
-    ``model`` takes GNNModule's encoder keys (``hidden``, ``layers``, ``conv``, ``pool``,
-    ``head_hidden``), defaults as there."""
+def q_network(
+    observation_space: gym.Space, action_space: gym.Space, model: dict | None, num_q: int = 1
+) -> QNetwork:
+    """A fresh Q network (:class:`~offline_graph.rllib.critic.QNetwork`, ``num_q`` heads) for
+    the spaces; ``model`` takes GNNModule's encoder keys (``hidden``, ``layers``, ``conv``,
+    ``pool``, ``head_hidden``), defaults as there."""
     cfg = resolve_gnn_config(model or {}, observation_space)
     in_dim, edge_dim = space_sizes(observation_space)
     encoder = GraphEncoder(in_dim, cfg["hidden"], cfg["layers"], cfg["conv"], cfg["pool"], edge_dim)
-    return QNetwork(encoder, action_space, edge_dim, cfg["head_hidden"])
+    return QNetwork(encoder, action_space, edge_dim, cfg["head_hidden"], num_q=num_q)
 
 
 def fit_behaviour(

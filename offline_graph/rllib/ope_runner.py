@@ -17,7 +17,9 @@ the config's, and reports ``ope_value``, ``ope_ci_low``, ``ope_ci_high``, ``ope_
 ``evaluation/offline_eval_runners/<module_id>/...`` result keys. ``configure(offline_evaluation=
 {...})`` passes other ``estimate_value`` keywords (``epochs``, ``n_boot``, ``clip``, ...).
 With ``num_offline_eval_runners`` 0 the runner is local; remote runners each estimate on
-all held-out episodes (the streaming split RLlib gives them is not read).
+all held-out episodes (the streaming split RLlib gives them is not read). Multi-agent configs:
+each module on the agents mapped to it (``config.policy_mapping_fn``, else the recorded module),
+as :func:`offline_graph.estimate_value`'s ``module_id``.
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.offline.offline_evaluation_runner import OfflineEvaluationRunner
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.files import list_files
-from offline_graph.data.logged import Logged, held_out_episodes, load_logged
+from offline_graph.data.logged import Logged, held_out_episodes, load_agents, load_logged
 from offline_graph.data.ope import METHODS
 from offline_graph.data.reader import spec_from_spaces
-from offline_graph.rllib.ope import estimate_value
+from offline_graph.rllib.ope import estimate_value, module_route
 from offline_graph.rllib.settings import SETTINGS_KEY, read_settings
 
 logger = logging.getLogger(__name__)
@@ -51,12 +54,6 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
         return {**previous, **(options or {})}
     if not cfg.offline_evaluation_interval or kind not in OPE_TYPES:
         return {}
-    if cfg.is_multi_agent:
-        raise ConfigError(
-            f"configure: evaluation(offline_evaluation_type={kind!r}) must be used on "
-            "single-agent configs (found a multi-agent config). Off-policy evaluation per module "
-            "of multi-agent data is not supported; use 'eval_loss'."
-        )
     bad = set(options or {}) & {"method", "gamma", "data", "module"}
     if bad:
         raise ConfigError(
@@ -78,7 +75,14 @@ class GraphOPERunner(OfflineEvaluationRunner):
         if module_id not in self._logged:
             settings = read_settings(self.config, "GraphOPERunner")
             spec = spec_from_spaces(module.observation_space, module.action_space)
-            logged = load_logged(list_files(self.config.input_), spec, "offline evaluation")
+            files = list_files(self.config.input_)
+            if self.config.is_multi_agent:
+                mapping = self.config.policy_mapping_fn
+                default = mapping is AlgorithmConfig.DEFAULT_POLICY_MAPPING_FN
+                route = module_route(spec, None if default else mapping)
+                logged = load_agents(files, route, module_id, "offline evaluation")
+            else:
+                logged = load_logged(files, spec, "offline evaluation")
             if settings.holdout > 0:
                 logged = held_out_episodes(logged, settings.holdout, settings.holdout_seed)
             else:
