@@ -53,9 +53,15 @@ def env_id(key: str) -> str:
 
 
 def spaces(key: str) -> tuple[Any, Any]:
-    """(observation space, action space) of the key's policy."""
+    """(observation space, action space) of the key's policy (a Team-v0 module: its agents')."""
     from offline_graph.env.making import make_env
 
+    if ":" in key:
+        from offline_graph.jobs.ma_recording import agent_spaces, make_ma_env
+
+        obs_spaces, act_spaces = agent_spaces(make_ma_env(env_id(key), {}))
+        agent = next(a for a in obs_spaces if agent_kind(a) == key.split(":")[1])
+        return obs_spaces[agent], act_spaces[agent]
     env = make_env(env_id(key), {})
     return env.observation_space, env.action_space
 
@@ -153,10 +159,10 @@ def evaluate_seed(
     if ":" in key:  # one Team-v0 module: its agents' steps, each agent one logged episode
         from offline_graph.data.logged import load_agents
         from offline_graph.data.reader import spec_from_spaces
+        from offline_graph.rllib.ope import module_route
 
-        spec = spec_from_spaces(obs_space, act_space)
         bc["module_id"] = key.split(":")[1]
-        data = load_agents(logs, lambda agent, recorded, episode: (recorded, spec), bc["module_id"])
+        data = load_agents(logs, module_route(spec_from_spaces(obs_space, act_space), None), bc["module_id"])
     logged = with_mixture_logp(data, behaviour)
     rows: dict[str, list[dict]] = {m: [] for m in METHODS}
     for eps in targets:
