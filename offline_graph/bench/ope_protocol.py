@@ -277,6 +277,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", required=True, help="an EXPERTS key, e.g. offline_graph/NextHop-v0")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--targets", type=float, nargs="+", default=list(TARGET_EPS), help="their eps")
     parser.add_argument("--eps-b", type=float, default=EPS_B)
     parser.add_argument("--log-episodes", type=int, default=LOG_EPISODES)
     parser.add_argument("--true-episodes", type=int, default=TRUE_EPISODES)
@@ -286,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.option)}
     res = run(
-        args.env, args.seeds, eps_b=args.eps_b, log_episodes=args.log_episodes,
+        args.env, args.seeds, args.targets, eps_b=args.eps_b, log_episodes=args.log_episodes,
         true_episodes=args.true_episodes, separate_fqe=args.separate_fqe, **options,
     )  # fmt: skip
     if args.output:
