@@ -168,6 +168,7 @@ def fit_fqe(
         period, iterations = per_epoch, int(settings.epochs)
     start_idx = np.asarray(ptr[:-1])[:INFERENCE_BATCH]  # progress: on <= 512 episodes
     start_obs = torch_obs(graphs.take(start_idx))
+    start_pi: torch.Tensor | None = None  # pi at those, laid out as their Q (built once)
     batches = _endless(len(actions), settings.batch_size, rng)
     losses: list[float] = []
     estimates: list[float] = []
@@ -194,7 +195,9 @@ def fit_fqe(
         losses.append(total / max(1, seen))
         with torch.no_grad():
             _, (q0, *_) = net(start_obs)
-            estimates.append(float(_expected(q0, pi.dense(start_idx, q0.shape[1])).mean()))
+            if start_pi is None:
+                start_pi = pi.dense(start_idx, q0.shape[1])
+            estimates.append(float(_expected(q0, start_pi).mean()))
         if settings.epochs is None and settings.horizon is None and settled(estimates):
             break
     q_sa, v = [], []

@@ -71,16 +71,31 @@ def module_spaces(module_spec: "MultiRLModuleSpec", where: str) -> dict[str, tup
     return out
 
 
+def user_mapping(config: "AlgorithmConfig") -> Any:
+    """``config.policy_mapping_fn``, or None when it is RLlib's default (then the module id
+    recorded with each agent is used: :func:`agent_module`)."""
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+    mapping = config.policy_mapping_fn
+    return None if mapping is AlgorithmConfig.DEFAULT_POLICY_MAPPING_FN else mapping
+
+
+def agent_module(mapping: Any, agent_id: Any, recorded: str | None, episode_id: str) -> Any:
+    """The module an agent of a recorded episode maps to (module doc: the mapping function,
+    else the recorded module id, else ``default_policy``)."""
+    if mapping is not None:
+        from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+        return mapping(agent_id, MultiAgentEpisode(id_=episode_id))
+    return recorded or "default_policy"
+
+
 class ModuleRouter:
     """Routes agents to modules and keeps one :class:`TransitionBuffer` per trained module."""
 
     def __init__(
         self, config: "AlgorithmConfig", module_spec: "MultiRLModuleSpec", capacity: int, seed: int | None
     ) -> None:
-        from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-        from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-
-        self._episode_cls = MultiAgentEpisode
         where = "GraphOfflinePreLearner (multi-agent)"
         spaces = module_spaces(module_spec, where)
         self.module_ids = list(spaces)
@@ -92,8 +107,7 @@ class ModuleRouter:
                 "needs a module to train."
             )
         self.specs: dict[str, EpisodeSpec] = {m: spec_from_spaces(*spaces[m]) for m in self.trained}
-        mapping = config.policy_mapping_fn
-        self._mapping = None if mapping is AlgorithmConfig.DEFAULT_POLICY_MAPPING_FN else mapping
+        self._mapping = user_mapping(config)
         self.buffers = {
             m: TransitionBuffer(capacity, seed=None if seed is None else seed + i)
             for i, m in enumerate(self.trained)
@@ -104,10 +118,7 @@ class ModuleRouter:
         key = (episode_id, agent_id)
         mid = self._cache.get(key)
         if mid is None:
-            if self._mapping is not None:
-                mid = self._mapping(agent_id, self._episode_cls(id_=episode_id))  # type: ignore[call-arg]
-            else:
-                mid = recorded or "default_policy"
+            mid = agent_module(self._mapping, agent_id, recorded, episode_id)
             if mid not in self.module_ids:
                 raise ConfigError(
                     f"GraphOfflinePreLearner: agent {agent_id!r} of episode {episode_id!r} must map "

@@ -48,6 +48,7 @@ from offline_graph.data.logged import Logged, load_agents, load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
 from offline_graph.rllib.fqe import FQESettings, fit_fqe
+from offline_graph.rllib.multi_agent import agent_module
 from offline_graph.rllib.ope_policy import check_module, fit_behaviour, target_choices
 
 DEFAULT_GAMMA = 0.99
@@ -120,16 +121,12 @@ def estimate_value(
 
 
 def module_route(spec: Any, mapping: Any) -> Any:
-    """A ``read_agent_episodes`` route sending each agent, with ``spec``, to
-    ``mapping(agent_id, episode)`` (RLlib's ``policy_mapping_fn``) or, without one, the module
-    recorded with it, else ``default_policy`` (the multi-agent prelearner's rule)."""
-    from ray.rllib.core import DEFAULT_MODULE_ID
-    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+    """A ``read_agent_episodes`` route sending each agent, with ``spec``, to the module the
+    multi-agent prelearner would (:func:`offline_graph.rllib.multi_agent.agent_module`;
+    ``mapping``: RLlib's ``policy_mapping_fn`` or None)."""
 
     def route(agent_id: Any, recorded: str | None, episode_id: str) -> tuple[str, Any]:
-        if mapping is not None:
-            return str(mapping(agent_id, MultiAgentEpisode(id_=episode_id))), spec
-        return recorded or DEFAULT_MODULE_ID, spec
+        return str(agent_module(mapping, agent_id, recorded, episode_id)), spec
 
     return route
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core import ALL_MODULES
 from ray.rllib.offline.offline_evaluation_runner import OfflineEvaluationRunner
 from ray.rllib.utils.metrics import DATASET_NUM_ITERS_EVALUATED
@@ -40,6 +39,7 @@ from offline_graph.data.files import list_files
 from offline_graph.data.logged import Logged, held_out_episodes, load_agents, load_logged
 from offline_graph.data.ope import METHODS
 from offline_graph.data.reader import spec_from_spaces
+from offline_graph.rllib.multi_agent import user_mapping
 from offline_graph.rllib.ope import estimate_value, module_route
 from offline_graph.rllib.settings import SETTINGS_KEY, read_settings
 
@@ -120,13 +120,7 @@ class GraphOPERunner(OfflineEvaluationRunner):
             self._logged = {}
         if module_id not in self._logged:
             settings = read_settings(self.config, "GraphOPERunner")
-            agents = None
-            if self.config.is_multi_agent:
-                mapping = self.config.policy_mapping_fn
-                agents = (
-                    None if mapping is AlgorithmConfig.DEFAULT_POLICY_MAPPING_FN else mapping,
-                    module_id,
-                )
+            agents = (user_mapping(self.config), module_id) if self.config.is_multi_agent else None
             logged, in_sample = evaluation_episodes(
                 list_files(self.config.input_),
                 module.observation_space,
