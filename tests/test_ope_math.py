@@ -75,6 +75,15 @@ def test_replicate_interval_by_hand() -> None:
     assert all(np.isnan(ope.replicate_interval(1.0, np.array([2.0]))))
 
 
+def test_widen_interval_adds_the_model_spread_by_hand() -> None:
+    # data interval [8, 13] around 10; model estimates 1 and 3: (z * sd)^2 = 1.959964^2 * 2 = 7.682918
+    low, high = ope.widen_interval(10.0, 8.0, 13.0, np.array([1.0, 3.0]))
+    assert low == pytest.approx(10.0 - (4.0 + 7.682918) ** 0.5, abs=1e-5)  # 6.58197
+    assert high == pytest.approx(10.0 + (9.0 + 7.682918) ** 0.5, abs=1e-5)  # 14.08447
+    assert ope.widen_interval(10.0, 8.0, 13.0, np.array([5.0])) == (8.0, 13.0)
+    assert ope.widen_interval(10.0, 8.0, 13.0, np.array([2.0, 2.0])) == (8.0, 13.0)
+
+
 def test_fqe_settles_when_the_estimate_stops_moving() -> None:
     from offline_graph.rllib.fqe import MIN_ITERATIONS, PLATEAU_WINDOW, settled
 

@@ -234,6 +234,23 @@ def replicate_interval(value: float, replicates: np.ndarray, level: float = 0.95
     return float(value - half), float(value + half)
 
 
+def widen_interval(
+    value: float, low: float, high: float, model_values: np.ndarray, level: float = 0.95
+) -> tuple[float, float]:
+    """``[low, high]`` (an interval of the data's sampling error around ``value``) widened by
+    the model's: each side's half-width ``h`` becomes ``sqrt(h^2 + (z * sd)^2)``, ``sd`` the
+    spread of the estimates made with each bootstrap model (``model_values``), ``z`` of
+    ``level`` (the two errors added as independent). Unchanged with fewer than 2 values."""
+    model_values = np.asarray(model_values, np.float64)
+    if len(model_values) < 2:
+        return float(low), float(high)
+    extra = (float(NormalDist().inv_cdf(0.5 + level / 2)) * float(model_values.std(ddof=1))) ** 2
+    return (
+        float(value - np.sqrt((value - low) ** 2 + extra)),
+        float(value + np.sqrt((high - value) ** 2 + extra)),
+    )
+
+
 def ess_warnings(ess_value: float, episodes: int) -> list[str]:
     """A warning when the effective sample size is below :data:`LOW_ESS_SHARE` of the episodes."""
     if episodes and ess_value < LOW_ESS_SHARE * episodes:

@@ -112,6 +112,10 @@ class FQEValues:
     v: np.ndarray
     losses: list[float]
     boot: np.ndarray
+    heads_q: np.ndarray
+    """``[H, T]``: the bootstrap heads' ``Q(s_t, a_t)``."""
+    heads_v: np.ndarray
+    """``[H, G]``: the bootstrap heads' ``E_{a ~ pi} Q(s, a)`` of every graph."""
     estimates: list[float]
     """Mean ``V(s_0)`` after each iteration."""
     converged: bool
@@ -170,6 +174,10 @@ def fit_fqe(
     start_obs = torch_obs(graphs.take(start_idx))
     start_pi: torch.Tensor | None = None  # pi at those, laid out as their Q (built once)
     batches = _endless(len(actions), settings.batch_size, rng)
+    reader = _Reader(graphs, pi, acts, 1 + heads)
+    stage = (
+        None if settings.epochs is not None or settings.horizon is None else horizon_stage(ptr, iterations)
+    )
     losses: list[float] = []
     estimates: list[float] = []
     for _ in range(iterations):
@@ -192,6 +200,8 @@ def fit_fqe(
                 update_target_network(main_net=net, target_net=target, tau=float(settings.tau))
         if settings.tau is None:
             target.load_state_dict(net.state_dict())
+        if stage is not None:  # the graphs H - k steps before the horizon: Q_k
+            reader.read(net, np.flatnonzero(stage == len(losses) + 1))
         losses.append(total / max(1, seen))
         with torch.no_grad():
             _, (q0, *_) = net(start_obs)
@@ -200,20 +210,44 @@ def fit_fqe(
             estimates.append(float(_expected(q0, start_pi).mean()))
         if settings.epochs is None and settings.horizon is None and settled(estimates):
             break
-    q_sa, v = [], []
-    with torch.no_grad():
-        for idx in minibatches(len(graphs), INFERENCE_BATCH):
-            _, q = net(torch_obs(graphs.take(idx)))
-            probs = pi.dense(idx, q[0].shape[1])
-            v.append(torch.stack([_expected(qh, probs) for qh in q]).double().numpy())
-            rows = idx[idx < len(actions)]
-            q_sa.append(pick(q[0][: len(rows)], acts[rows]).double().numpy())
-    v_all = np.concatenate(v, axis=1)
+    if stage is None:
+        reader.read(net, np.arange(len(graphs)))
+    v_all, q_all = reader.v, reader.q
     first = v_all[1:, ptr[:-1]]
     weights = episode_w[1:]
     boot = (weights * first).sum(1) / np.maximum(weights.sum(1), 1e-12)
     converged = settings.epochs is not None or settings.horizon is not None or settled(estimates)
-    return FQEValues(np.concatenate(q_sa), v_all[0], losses, boot, estimates, converged)
+    return FQEValues(q_all[0], v_all[0], losses, boot, q_all[1:], v_all[1:], estimates, converged)
+
+
+def horizon_stage(ptr: np.ndarray, horizon: int) -> np.ndarray:
+    """Per graph (module doc's columns): the iteration ``k = H - t`` whose model reads it, ``t``
+    its step in the episode (a final observation: the episode's length), clipped to ``0..H``."""
+    lengths = np.diff(ptr)
+    pos = np.arange(int(ptr[-1])) - np.repeat(ptr[:-1], lengths)
+    return np.clip(horizon - np.concatenate([pos, lengths]), 0, horizon)
+
+
+class _Reader:
+    """The fitted model read at the graphs, every head: ``q [1+H, T]`` at the logged actions,
+    ``v [1+H, G]`` under the target policy (0 until read: ``Q_0 = 0``)."""
+
+    def __init__(self, graphs: GraphColumns, pi: Choices, acts: torch.Tensor, heads: int) -> None:
+        self.graphs, self.pi, self.acts = graphs, pi, acts
+        self.q = np.zeros((heads, len(acts)))
+        self.v = np.zeros((heads, len(graphs)))
+
+    @torch.no_grad()
+    def read(self, net: Any, which: np.ndarray) -> None:
+        for lo in range(0, len(which), INFERENCE_BATCH):
+            idx = which[lo : lo + INFERENCE_BATCH]
+            _, q = net(torch_obs(self.graphs.take(idx)))
+            probs = self.pi.dense(idx, q[0].shape[1])
+            self.v[:, idx] = torch.stack([_expected(qh, probs) for qh in q]).double().numpy()
+            steps = idx < len(self.acts)
+            rows = idx[steps]
+            picked = [pick(qh[torch.from_numpy(steps)], self.acts[rows]) for qh in q]
+            self.q[:, rows] = torch.stack(picked).double().numpy()
 
 
 def _train_heads(net: Any, obs: dict[str, torch.Tensor]) -> list[torch.Tensor]:

@@ -195,6 +195,7 @@ def _estimate(
     }
     graphs = trans.obs
     model = None
+    heads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     if method in ("fqe", "dr"):
         if trans.final_obs is None:
             raise ConfigError(
@@ -204,11 +205,17 @@ def _estimate(
         graphs = GraphColumns.concat([trans.obs, trans.final_obs])
     pi = target_choices(module, graphs, explore)
     if method in ("fqe", "dr"):
-        ends = trans.terminateds | (trans.truncateds & (not bootstrap))
         if settings.horizon is None and settings.epochs is None and not bootstrap and trans.truncateds.any():
             # a time limit, seen in the data: the longest truncated episode
             lengths = np.diff(ptr)[trans.truncateds[ptr[1:] - 1]]
             settings = replace(settings, horizon=int(lengths.max()))
+        ends = trans.terminateds | (trans.truncateds & (not bootstrap))
+        if not bootstrap and settings.horizon is not None and settings.epochs is None:
+            # H iterations end the return at the horizon already: an episode truncated there (the
+            # time limit, which the observations need not show) must not also end the backup of
+            # the states that look like its last one
+            at_limit = np.repeat(np.diff(ptr) >= settings.horizon, np.diff(ptr))
+            ends = ends & ~(trans.truncateds & at_limit)
         out["fqe_horizon"] = settings.horizon
         fitted = fit_fqe(
             graphs, ptr, trans.actions, trans.rewards, ends, pi, gamma,
@@ -223,8 +230,9 @@ def _estimate(
                 "target policy ends its episodes."
             )
         n = len(trans)
-        v_end = np.where(trans.truncateds[ptr[1:] - 1] & bootstrap, fitted.v[n:], 0.0)
-        model = (fitted.q, fitted.v[:n], v_end)
+        ended = trans.truncateds[ptr[1:] - 1] & bootstrap
+        model = (fitted.q, fitted.v[:n], np.where(ended, fitted.v[n:], 0.0))
+        heads = [(q, v[:n], np.where(ended, v[n:], 0.0)) for q, v in zip(fitted.heads_q, fitted.heads_v)]
         fqe_estimate = ope.mean_estimate(fitted.v[ptr[:-1]], n_boot, seed)
         if len(fitted.boot) >= 2:
             fqe_estimate["ci_low"], fqe_estimate["ci_high"] = ope.replicate_interval(
@@ -245,6 +253,11 @@ def _estimate(
         res = ope.is_estimate(
             method, trans.rewards, ratios, ptr, gamma, n_boot=n_boot, seed=seed, model=model
         )
+        if method == "dr" and len(heads):  # the Q model's error too: DR with each bootstrap head
+            per_head = np.array([ope.dr(trans.rewards, ratios, ptr, gamma, *h) for h in heads])
+            res["ci_low"], res["ci_high"] = ope.widen_interval(
+                res["value"], res["ci_low"], res["ci_high"], per_head
+            )
         out.update(res)
         out["warnings"] += ope.ess_warnings(res["ess"], logged.episodes)
     out["seconds"] = time.perf_counter() - t0
