@@ -31,9 +31,11 @@ ACT = gym.spaces.Discrete(2)
 
 
 def graph(n: int) -> dict:
-    """A ring of ``n`` nodes; the node count is the context (or the time step)."""
+    """A ring of ``n`` nodes; the node count is the context (or the time step); node
+    features: n, the node's index, whether it is the last node."""
     ring = np.arange(n, dtype=np.int64)
-    return {"x": np.full((n, F), float(n), np.float32), "edge_index": np.stack([ring, (ring + 1) % n])}
+    x = np.stack([np.full(n, float(n)), ring, ring == n - 1], axis=1).astype(np.float32)  # n, index, last
+    return {"x": x, "edge_index": np.stack([ring, (ring + 1) % n])}
 
 
 class NodeCountPolicy(TorchRLModule):
@@ -392,6 +394,15 @@ def test_node_actions_outside_module_wis_exact(tmp_path):
     assert res["value"] == pytest.approx(num / den, rel=1e-5)
     greedy = offline_graph.estimate_value(module, [path], method="wis", gamma=1.0)
     assert greedy["value"] == pytest.approx(1.0)  # greedy: the last node, reward 1 always
+    # FQE / DR with a node Q head: the true value is q on every graph
+    dr = offline_graph.estimate_value(
+        module, path, method="dr", gamma=1.0, explore=True,
+        batch_size=16, q_model={"hidden": 16, "layers": 1}, fqe_heads=0,
+    )  # fmt: skip
+    assert abs(dr["fqe"]["value"] - q) <= 0.05 and abs(dr["value"] - q) <= 0.05, (
+        dr["fqe"]["value"],
+        dr["value"],
+    )
 
 
 # --- behaviour data from `offline-graph record` (no action_logp: the behaviour is cloned) ------
