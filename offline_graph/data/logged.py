@@ -32,6 +32,7 @@ from offline_graph.data.files import scan_files
 from offline_graph.data.holdout import held_out
 from offline_graph.data.multi_agent import Route, read_agent_episodes
 from offline_graph.data.reader import read_transitions
+from offline_graph.data.space_text import space_text
 from offline_graph.data.spec import EpisodeSpec
 from offline_graph.data.transitions import Transitions
 
@@ -47,6 +48,8 @@ class Logged:
     trans: Transitions
     ptr: np.ndarray
     behaviour_logp: np.ndarray | None
+    without_logp: int = 0
+    """Logged episodes (rows) that carry no ``action_logp`` (only counted where some do)."""
 
     @property
     def episodes(self) -> int:
@@ -145,7 +148,41 @@ def _combine(
     logp = None
     if len(have) == len(logps) and sum(len(v) for v in have) == len(trans):
         logp = (np.concatenate(have) if have else np.zeros(0))[order]
-    return Logged(trans, ptr, logp)
+    return Logged(trans, ptr, logp, len(logps) - len(have) if have else 0)
+
+
+LOGP_MAX = 1e-5
+"""The largest ``action_logp`` read as a log-probability (0 plus float32 rounding)."""
+
+
+def check_logps(
+    parts: list[Transitions], logps: list[np.ndarray | None], paths: list[str], where: str
+) -> None:
+    """ConfigError naming the file, episode and step unless every row's ``action_logp`` holds
+    one finite log-probability (<= 0) per step of its row (``parts``: the rows' transitions,
+    one episode entry per row, in row order)."""
+    entries = [(p, i) for p in parts for i in range(len(p.episode_ids))]
+    if len(entries) != len(logps):
+        return
+    for (part, i), logp, path in zip(entries, logps, paths):
+        if logp is None:
+            continue
+        rows = np.flatnonzero(part.episode_index == i)
+        at = f"{where}: file {path}, episode {part.episode_ids[i]!r}"
+        if len(logp) != len(rows):
+            raise ConfigError(
+                f"{at}: extra_model_outputs['action_logp'] must hold one log-probability per step "
+                f"(found {len(logp)} for {len(rows)} steps). Record it with every add_env_step, or "
+                "leave it out of every episode to clone the behaviour (behaviour='bc')."
+            )
+        bad = np.flatnonzero(~np.isfinite(logp) | (logp > LOGP_MAX))
+        if len(bad):
+            raise ConfigError(
+                f"{at}, step t={int(part.t[rows[bad[0]]])}: action_logp must be a finite "
+                f"log-probability <= 0 (found {float(logp[bad[0]])}). It is log mu(a_t | s_t), the "
+                "behaviour's log-probability of the logged action (RLlib's Columns.ACTION_LOGP), not "
+                "a probability or a logit."
+            )
 
 
 def load_agents(data: Any, route: Route, module_id: str, where: str = "estimate_value") -> Logged:
@@ -185,8 +222,24 @@ def load_agents(data: Any, route: Route, module_id: str, where: str = "estimate_
     return _combine(parts, logps, where, keys)
 
 
-def load_logged(data: Any, spec: EpisodeSpec, where: str = "estimate_value") -> Logged:
-    """Episodes of ``data`` (module doc) checked against ``spec`` (the module's spaces)."""
+def check_metadata_space(scan: Any, observation_space: Any, where: str) -> None:
+    """ConfigError when the files' metadata names another observation space than the module's
+    (before every step is rejected for the module's node / edge feature sizes)."""
+    text = (scan.metadata or {}).get("observation_space")
+    if text and observation_space is not None and str(text) != space_text(observation_space):
+        raise ConfigError(
+            f"{where}: the module's observation space must be the data's (found "
+            f"{space_text(observation_space)} in the module, {text} in the file metadata of "
+            f"{scan.files[0]}). Evaluate a module built for these logs (its observation_space: "
+            f"offline_graph.parse_space({str(text)!r}, 'observation'))."
+        )
+
+
+def load_logged(
+    data: Any, spec: EpisodeSpec, where: str = "estimate_value", observation_space: Any = None
+) -> Logged:
+    """Episodes of ``data`` (module doc) checked against ``spec`` (the module's spaces) and,
+    when given, the files' metadata against the module's ``observation_space``."""
     if isinstance(data, Logged):
         return data
     if isinstance(data, (Transitions, pa.Table)):
@@ -194,12 +247,17 @@ def load_logged(data: Any, spec: EpisodeSpec, where: str = "estimate_value") -> 
         return _combine([trans], [None], where)
     scan = scan_files(data)
     if not scan.files:
-        raise ConfigError(f"{where}: data must hold Parquet files (found none in {data!r}).")
+        raise ConfigError(
+            f"{where}: data must hold Parquet files (found none in {data!r}). Pass episode files or "
+            "directories: a path, or a list of them."
+        )
+    check_metadata_space(scan, observation_space, where)
     if scan.kind == "transitions":
         tables = [pq.read_table(storage.open_input_file(f)) for f in scan.files]
         return load_logged(pa.concat_tables(tables, promote_options="default"), spec, where)
     parts: list[Transitions] = []
     logps: list[np.ndarray | None] = []
+    paths: list[str] = []
     for path in scan.files:
         items = pq.read_table(storage.open_input_file(path), columns=["item"]).column("item").to_pylist()
         try:
@@ -212,6 +270,8 @@ def load_logged(data: Any, spec: EpisodeSpec, where: str = "estimate_value") -> 
                 ) from None
             raise
         logps += [item_logp(i) for i in items]
+        paths += [path] * len(items)
+    check_logps(parts, logps, paths, where)
     return _combine(parts, logps, where)
 
 
@@ -226,4 +286,4 @@ def held_out_episodes(logged: Logged, fraction: float, seed: int) -> Logged:
         )
     trans, ptr, order = whole_episodes(logged.trans.take(rows), "offline evaluation")
     logp = None if logged.behaviour_logp is None else logged.behaviour_logp[rows][order]
-    return Logged(trans, ptr, logp)
+    return Logged(trans, ptr, logp, logged.without_logp)

@@ -12,7 +12,7 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from offline_graph.data.codec import MULTI_AGENT_FORMAT
-from offline_graph.data.errors import DecodeError, where
+from offline_graph.data.errors import ConfigError, DecodeError, where
 from offline_graph.data.graph import GraphDict
 from offline_graph.data.multi_agent import MULTI_AGENT_VERSION, agent_entries, is_multi_agent, unpack
 
@@ -31,6 +31,17 @@ def encode_episode(
     """One finished episode -> the ``item`` bytes RLlib writes (``len(obs) == len(actions)+1``);
     ``action_logp``: the behaviour's log-probability of each action, stored where RLlib's
     EnvRunners put it (``extra_model_outputs["action_logp"]``; read by off-policy evaluation)."""
+    if len(observations) != len(actions) + 1 or len(rewards) != len(actions):
+        raise ConfigError(
+            f"encode_episode: episode {episode_id!r} must have one more observation than actions and "
+            f"one reward per action (found {len(observations)} observations, {len(actions)} "
+            f"actions, {len(rewards)} rewards). The last observation is the one after the last action."
+        )
+    if action_logp is not None and len(action_logp) != len(actions):
+        raise ConfigError(
+            f"encode_episode: episode {episode_id!r} action_logp must hold one log-probability per "
+            f"action (found {len(action_logp)} for {len(actions)} actions)."
+        )
     extra = None if action_logp is None else {"action_logp": [float(v) for v in action_logp]}
     episode = SingleAgentEpisode(
         id_=episode_id,

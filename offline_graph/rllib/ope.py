@@ -47,7 +47,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.logged import Logged, load_agents, load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
-from offline_graph.rllib.fqe import FQESettings, fit_fqe
+from offline_graph.rllib.fqe import MIN_STEPS, FQESettings, fit_fqe
 from offline_graph.rllib.multi_agent import agent_module
 from offline_graph.rllib.ope_policy import check_module, fit_behaviour, target_choices
 
@@ -175,10 +175,13 @@ def _estimate(
         )
     gamma = DEFAULT_GAMMA if gamma is None else float(gamma)
     if not 0.0 <= gamma <= 1.0:
-        raise ConfigError(f"estimate_value: gamma must be in [0, 1] (found {gamma!r}).")
+        raise ConfigError(
+            f"estimate_value: gamma must be in [0, 1] (found {gamma!r}). 1.0 estimates the "
+            "undiscounted episode return."
+        )
     check_module(module, "estimate_value")
     spec = spec_from_spaces(module.observation_space, module.action_space)
-    logged = load_logged(data, spec)
+    logged = load_logged(data, spec, observation_space=module.observation_space)
     trans, ptr = logged.trans, logged.ptr
     bootstrap = gamma < 1.0 if bootstrap_truncated is None else bool(bootstrap_truncated)
     out: dict[str, Any] = {
@@ -199,8 +202,9 @@ def _estimate(
     if method in ("fqe", "dr"):
         if trans.final_obs is None:
             raise ConfigError(
-                f"estimate_value: method {method!r} needs each episode's final observation (found "
-                "converted rows without final_* columns). Evaluate on episode files, or re-convert."
+                f"estimate_value: data for method {method!r} must hold each episode's final "
+                "observation (found converted rows without final_* columns). Evaluate on the "
+                "episode files, or convert them again (offline-graph convert writes final_*)."
             )
         graphs = GraphColumns.concat([trans.obs, trans.final_obs])
     pi = target_choices(module, graphs, explore)
@@ -229,6 +233,15 @@ def _estimate(
                 f"(last {fitted.estimates[-10:]}); pass epochs= to fit longer, or check that the "
                 "target policy ends its episodes."
             )
+        per_pass = -(-len(trans) // int(settings.batch_size))
+        if settings.epochs is not None and per_pass * settings.epochs < MIN_STEPS:
+            out["warnings"].append(
+                f"fqe: epochs={settings.epochs} made {per_pass * settings.epochs} gradient steps in "
+                f"all ({per_pass} per pass over {len(trans)} transitions at batch_size="
+                f"{settings.batch_size}), fewer than the {MIN_STEPS} the horizon schedule makes at "
+                "least: the Q model may be under-fit. Leave epochs unset (or pass horizon=) on "
+                "small logs."
+            )
         n = len(trans)
         ended = trans.truncateds[ptr[1:] - 1] & bootstrap
         model = (fitted.q, fitted.v[:n], np.where(ended, fitted.v[n:], 0.0))
@@ -245,10 +258,7 @@ def _estimate(
     if method != "fqe":
         mu, out["behaviour"] = _behaviour(logged, behaviour, module, bc_epochs, settings, seed)
         if out["behaviour"] == "bc":
-            out["warnings"].append(
-                "no logged action_logp: behaviour probabilities come from a policy cloned from "
-                "the logged actions (bc); IS / DR are only as good as that clone."
-            )
+            out["warnings"].append(_bc_warning(logged, behaviour))
         ratios, out["clipped"] = ope.step_ratios(pi.at(trans.actions), mu, clip)
         res = ope.is_estimate(
             method, trans.rewards, ratios, ptr, gamma, n_boot=n_boot, seed=seed, model=model
@@ -264,6 +274,23 @@ def _estimate(
     return out
 
 
+def _bc_warning(logged: Logged, behaviour: Behaviour) -> str:
+    """Why the behaviour was cloned (``behaviour="bc"``)."""
+    clone = (
+        "behaviour probabilities come from a policy cloned from the logged actions (bc); IS / DR "
+        "are only as good as that clone."
+    )
+    if behaviour == "bc":
+        return "behaviour='bc': " + clone
+    if logged.without_logp:
+        return (
+            f"action_logp missing in {logged.without_logp} of {logged.episodes} logged episodes "
+            f"(it is used only when every episode has it): {clone} Pass behaviour='logged' to "
+            "make a missing one an error."
+        )
+    return "no logged action_logp: " + clone
+
+
 def _behaviour(
     logged: Logged,
     behaviour: Behaviour,
@@ -277,8 +304,9 @@ def _behaviour(
         return np.exp(logged.behaviour_logp), "logged"
     if behaviour == "logged":
         raise ConfigError(
-            "estimate_value: behaviour='logged' needs action_logp in every episode's "
-            "extra_model_outputs (found episodes without it). Use behaviour='auto' or 'bc'."
+            "estimate_value: with behaviour='logged' every episode's extra_model_outputs must "
+            f"hold action_logp (found {logged.without_logp or logged.episodes} of "
+            f"{logged.episodes} episodes without it). Use behaviour='auto' or 'bc'."
         )
     mu = fit_behaviour(
         logged.trans.obs,

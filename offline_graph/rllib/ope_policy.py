@@ -93,6 +93,30 @@ def _flat(probs: torch.Tensor, counts: np.ndarray) -> np.ndarray:
 
 def check_module(module: Any, where: str) -> None:
     """ConfigError unless ``module`` is a memoryless module with a categorical distribution."""
+    build = (
+        "Pass a built module: RLModuleSpec(module_class=..., observation_space=..., "
+        "action_space=...).build(), algo.get_module() or offline_graph.restore_module(path)."
+    )
+    if isinstance(module, type):
+        raise ConfigError(
+            f"{where}: module must be an RLModule instance (found the class {module.__name__}). {build}"
+        )
+    missing = [
+        name
+        for name in (
+            "forward_inference",
+            "get_inference_action_dist_cls",
+            "observation_space",
+            "action_space",
+        )
+        if getattr(module, name, None) is None
+    ]
+    if missing:
+        raise ConfigError(
+            f"{where}: module must be an RLModule with forward_inference, its inference action "
+            f"distribution and its spaces (found {type(module).__name__} without {', '.join(missing)}). "
+            f"{build}"
+        )
     get_cls = getattr(module, "get_inference_action_dist_cls", None)
     cls = get_cls() if get_cls is not None else None
     if not (isinstance(cls, type) and issubclass(cls, TorchCategorical)):
@@ -108,6 +132,37 @@ def check_module(module: Any, where: str) -> None:
         )
 
 
+def _dist_inputs(out: Any, counts: np.ndarray, action_space: gym.Space) -> torch.Tensor:
+    """``out[ACTION_DIST_INPUTS]``, checked to be ``[B, M]`` for ``B`` graphs of ``counts``
+    choices: ``M`` = the Discrete space's ``n``, else at least the most choices of a graph."""
+    where = "estimate_value: the module's forward_inference output"
+    if not isinstance(out, dict) or Columns.ACTION_DIST_INPUTS not in out:
+        found = sorted(map(str, out)) if isinstance(out, dict) else type(out).__name__
+        raise ConfigError(
+            f"{where} must hold ACTION_DIST_INPUTS ({Columns.ACTION_DIST_INPUTS!r}) (found {found}). "
+            "Return {Columns.ACTION_DIST_INPUTS: logits} from _forward_inference / _forward."
+        )
+    logits = out[Columns.ACTION_DIST_INPUTS]
+    shape = tuple(getattr(logits, "shape", ()))
+    discrete = selection_level(action_space) is None
+    width = int(counts.max()) if len(counts) else 0
+    ok = isinstance(logits, torch.Tensor) and len(shape) == 2 and shape[0] == len(counts)
+    ok = ok and (shape[1] == width if discrete else shape[1] >= width)
+    if not ok:
+        want = (
+            f"[{len(counts)}, {width}] (one row of {action_space} logits per graph)"
+            if discrete
+            else f"[{len(counts)}, >= {width}] (per graph, one logit per {selection_level(action_space)}, "
+            "the graph's first; filler past a graph's choices)"
+        )
+        raise ConfigError(
+            f"{where} ACTION_DIST_INPUTS must be a tensor {want} for a batch of {len(counts)} graphs "
+            f"(found {type(logits).__name__} {list(shape)}). The batch holds one row per graph: "
+            "count graphs with len(obs['ptr']) - 1, not nodes."
+        )
+    return logits
+
+
 def target_choices(
     module: Any, graphs: GraphColumns, explore: bool, batch_size: int = INFERENCE_BATCH
 ) -> Choices:
@@ -119,7 +174,8 @@ def target_choices(
     with torch.no_grad():
         for idx in minibatches(len(graphs), batch_size):
             out = module.forward_inference({Columns.OBS: torch_obs(graphs.take(idx), device)})
-            probs = torch.softmax(out[Columns.ACTION_DIST_INPUTS].double(), dim=-1)
+            logits = _dist_inputs(out, counts[idx], module.action_space)
+            probs = torch.softmax(logits.double(), dim=-1)
             if not explore:
                 best = probs.argmax(dim=-1, keepdim=True)
                 probs = torch.zeros_like(probs).scatter_(-1, best, 1.0)
