@@ -90,7 +90,9 @@ def test_each_step_is_read_by_the_model_of_its_remaining_steps(limited) -> None:
 
 
 def test_estimates_with_the_time_limit_from_the_data(limited) -> None:
-    kw = dict(gamma=1.0, n_boot=20, batch_size=32, lr=1e-2, q_model={"hidden": 16, "layers": 1})
+    kw = dict(
+        gamma=1.0, n_boot=20, batch_size=32, lr=1e-2, q_model={"hidden": 16, "layers": 1}, fqe_steps=150
+    )
     fqe = estimate_value(fixed([0.0, 1.0]), [limited], method="fqe", **kw)
     assert fqe["fqe_horizon"] == LIMIT and fqe["fqe_iterations"] == LIMIT
     assert fqe["value"] == pytest.approx(3.0, abs=0.15)
@@ -98,3 +100,10 @@ def test_estimates_with_the_time_limit_from_the_data(limited) -> None:
     assert dr["value"] == pytest.approx(3.0, abs=0.1)
     # the data interval widened by the bootstrap heads' DR values: it still holds the value
     assert dr["ci_low"] <= dr["value"] <= dr["ci_high"]
+
+
+def test_fqe_steps_must_be_positive(limited) -> None:
+    from offline_graph.data.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"fqe_steps must be >= 1 or None \(found 0\)"):
+        estimate_value(fixed([0.0, 1.0]), [limited], method="fqe", gamma=1.0, fqe_steps=0)

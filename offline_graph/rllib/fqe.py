@@ -16,10 +16,13 @@ iteration ``k`` fits the ``k``-step value) or Polyak-averaged after every gradie
 
 - ``epochs=N``: ``N`` passes over the transitions, one iteration per pass (classic FQE);
 - ``horizon=H`` (``epochs=None``): exactly ``H`` iterations of ``P = max(clip(steps per
-  epoch, 16, 64), MIN_STEPS / H)`` gradient steps each. Iterating ``H`` times from
-  ``Q = 0`` gives the ``H``-step value, which is the value of a task that ends after ``H``
-  steps (a time limit) even when the observation does not show the time left, where the
-  fixed point would be wrong;
+  epoch, 16, 64), MIN_STEPS / H)`` gradient steps each (``steps``: that many instead).
+  Iterating ``H`` times from ``Q = 0`` gives the ``H``-step value, which is the value of a
+  task that ends after ``H`` steps (a time limit) even when the observation does not show
+  the time left, where the fixed point would be wrong. The model read at a logged step
+  ``t`` of its episode (for DR) is the one of its remaining steps, ``Q_{H-t}``, saved when
+  iteration ``H - t`` ends (a final observation after ``L`` steps: ``V_{H-L}``; at or past
+  the horizon 0), so that DR's corrections see the value of the steps that are left;
 - ``epochs=None, horizon=None`` (automatic): iterations of ``P`` steps until the estimate has
   converged: the mean ``V(s_0)`` over the episodes' first
   observations moved less than :data:`PLATEAU_TOL` of itself over the last
@@ -55,6 +58,7 @@ import torch
 from ray.rllib.utils.torch_utils import update_target_network
 
 from offline_graph.data.columns import GraphColumns
+from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.critic import legal, pick
 from offline_graph.rllib.gnn_layers import GraphEncoding
 from offline_graph.rllib.ope_policy import INFERENCE_BATCH, Choices, minibatches, q_network, torch_obs
@@ -70,7 +74,7 @@ PLATEAU_TOL = 0.01
 """Automatic schedule: the relative change of the estimate over the window that counts as settled."""
 STEPS_PER_ITERATION = (16, 64)
 """Automatic schedule: gradient steps per iteration, at least / at most (else one epoch)."""
-MIN_STEPS = 800
+MIN_STEPS = 2400
 """``horizon=H``: at least this many gradient steps in all (a short horizon gets longer iterations)."""
 
 
@@ -100,6 +104,8 @@ class FQESettings:
     """Bootstrap heads ``H`` (module doc); 0: none."""
     horizon: int | None = None
     """With ``epochs=None``: exactly this many iterations (module doc); None: until settled."""
+    steps: int | None = None
+    """With ``epochs=None``: gradient steps per iteration; None: ``P`` of the module doc."""
 
 
 @dataclass
@@ -168,6 +174,12 @@ def fit_fqe(
         iterations = MAX_ITERATIONS if settings.horizon is None else int(settings.horizon)
         if settings.horizon is not None:
             period = max(period, math.ceil(MIN_STEPS / max(1, iterations)))
+        if settings.steps is not None:
+            if int(settings.steps) < 1:
+                raise ConfigError(
+                    f"estimate_value: fqe_steps must be >= 1 or None (found {settings.steps!r})."
+                )
+            period = int(settings.steps)
     else:
         period, iterations = per_epoch, int(settings.epochs)
     start_idx = np.asarray(ptr[:-1])[:INFERENCE_BATCH]  # progress: on <= 512 episodes

@@ -31,7 +31,9 @@ logged (the value is the module's per-agent return with the others acting as log
 The interval is a bootstrap over episodes (95%): ``n_boot`` resamples for the IS family and DR;
 for FQE ``fqe_heads`` bootstrap Q heads fitted on Poisson-weighted episodes
 (:mod:`offline_graph.rllib.fqe`), the interval ``value -+ 1.96 sd`` of their values, so it
-includes the fitting error (``fqe_heads=0``: resamples of one fitted model's ``V(s_0)``).
+includes the fitting error (``fqe_heads=0``: resamples of one fitted model's ``V(s_0)``);
+DR's resample interval is widened by the spread of the DR values made with each head's model
+(:func:`offline_graph.data.ope.widen_interval`), so it includes the Q model's error too.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def estimate_value(
     bc_epochs: int = 5,
     torch_threads: int | None = 1,
     fqe_heads: int = 10,
+    fqe_steps: int | None = None,
     module_id: str | None = None,
     policy_mapping_fn: Any = None,
 ) -> dict[str, Any]:
@@ -93,7 +96,8 @@ def estimate_value(
     instead, one iteration each; :mod:`offline_graph.rllib.fqe`), ``batch_size``, ``lr``,
     ``tau`` (None: target copied every iteration),
     ``q_model`` (the Q network's GNN keys), ``fqe_heads`` (bootstrap Q heads for the FQE
-    interval, :mod:`offline_graph.rllib.fqe`; 0: resample the fitted ``V(s_0)`` only);
+    interval, :mod:`offline_graph.rllib.fqe`; 0: resample the fitted ``V(s_0)`` only),
+    ``fqe_steps`` (gradient steps per iteration without ``epochs``; None: automatic);
     ``bc_epochs`` for the cloned behaviour policy.
     ``torch_threads`` (1): torch's intra-op threads meanwhile (restored after; None leaves
     them): the graph batches are small, and more threads made the scatter ops slower.
@@ -114,7 +118,7 @@ def estimate_value(
             module, data = _module_data(module, data, str(module_id), policy_mapping_fn)
         return _estimate(
             module, data, method, gamma, explore, n_boot, clip, seed, behaviour, bootstrap_truncated,
-            FQESettings(epochs, batch_size, lr, tau, q_model, fqe_heads, horizon), bc_epochs,
+            FQESettings(epochs, batch_size, lr, tau, q_model, fqe_heads, horizon, fqe_steps), bc_epochs,
         )  # fmt: skip
     finally:
         torch.set_num_threads(threads)
