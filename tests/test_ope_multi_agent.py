@@ -99,6 +99,32 @@ def test_module_id_errors_name_the_fix(ma_data) -> None:
         )
 
 
+def test_an_agent_logp_that_is_no_log_probability_is_named(tmp_path) -> None:
+    ep = MultiAgentEpisode(id_="bad")
+    g = {"a0": make_graph(2, 2, F=2, D=None, seed=1)}
+    ep.add_env_reset(observations=g, infos={"a0": {}})
+    for t in range(2):
+        ep.add_env_step(
+            observations={"a0": make_graph(3, 2, F=2, D=None, seed=2 + t)},
+            actions={"a0": 1},
+            rewards={"a0": 1.0},
+            terminateds={"__all__": True} if t == 1 else {},
+            infos={"a0": {}},
+            extra_model_outputs={
+                "a0": {"action_logp": np.float32(0.5 if t == 1 else -0.7)}
+            },  # t=1: no log-prob
+        )
+    offline_graph.write_episodes(
+        str(tmp_path), [ep], observation_space={"a0": SPACE}, action_space={"a0": gym.spaces.Discrete(2)}
+    )
+    with pytest.raises(
+        ConfigError, match=r"episode 'bad', step t=1: action_logp must be a finite log-probability"
+    ):
+        offline_graph.estimate_value(
+            fixed([0.0, 0.0]), [str(tmp_path)], method="wis", module_id="default_policy"
+        )
+
+
 @pytest.mark.slow
 def test_rllib_offline_evaluation_per_module_of_a_multi_agent_config(ray_session, ma_data) -> None:
     from ray.rllib.algorithms.bc import BCConfig

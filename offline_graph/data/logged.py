@@ -198,6 +198,7 @@ def load_agents(data: Any, route: Route, module_id: str, where: str = "estimate_
     parts: list[Transitions] = []
     logps: list[np.ndarray | None] = []
     keys: list[tuple[str, str]] = []
+    paths: list[str] = []
     seen: set[str] = set()
 
     def to_module(agent_id: Any, recorded: str | None, episode_id: str) -> Any:
@@ -214,11 +215,13 @@ def load_agents(data: Any, route: Route, module_id: str, where: str = "estimate_
                 keys.append((part.episode.id, str(part.agent_id)))
                 logp = agents.get(str(part.agent_id))
                 logps.append(None if logp is None else logp[: len(part.episode)])
+                paths.append(path)
     if not parts:
         raise ConfigError(
             f"{where}: module_id must be a module that agents of the data map to (found "
             f"{module_id!r}; the agents map to {sorted(seen)}). Check the policy mapping."
         )
+    check_logps(parts, logps, paths, where)
     return _combine(parts, logps, where, keys)
 
 
