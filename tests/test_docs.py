@@ -6,7 +6,8 @@ A page's ``python`` blocks are concatenated in order and run in a fresh interpre
 ``pipelines``, ...), with ``PYTHONPATH`` = the repository root: relative paths of the repository
 resolve, and whatever a page writes (``data/...``, ``runs/...``) stays in the temporary
 directory. Pages whose blocks read data a command records first get it from ``SETUP`` (keyed by
-page). There are no shown-only code blocks: a fence whose language starts with ``py`` must be
+page). The pages' runs start together, two at a time (``page_runs``), and each page's test
+checks its own run. There are no shown-only code blocks: a fence whose language starts with ``py`` must be
 ``python`` (run), so no example can rot unrun.
 """
 
