@@ -6,7 +6,8 @@ A page's ``python`` blocks are concatenated in order and run in a fresh interpre
 ``pipelines``, ...), with ``PYTHONPATH`` = the repository root: relative paths of the repository
 resolve, and whatever a page writes (``data/...``, ``runs/...``) stays in the temporary
 directory. Pages whose blocks read data a command records first get it from ``SETUP`` (keyed by
-page). There are no shown-only code blocks: a fence whose language starts with ``py`` must be
+page). The pages' runs start together, two at a time (``page_runs``), and each page's test
+checks its own run. There are no shown-only code blocks: a fence whose language starts with ``py`` must be
 ``python`` (run), so no example can rot unrun.
 """
 
@@ -19,6 +20,8 @@ import pathlib
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 import gymnasium as gym
@@ -97,25 +100,58 @@ class PageRun:
         self.lines = [ln for ln in stdout.splitlines() if ln.strip()]
 
 
-_RUNS: dict[str, PageRun] = {}  # one run per distinct code (the README repeats Getting started's block)
+def run_key(page: pathlib.Path) -> str:
+    """One run per distinct code (the README repeats Getting started's block), per set-up."""
+    code = "\n".join(blocks(page.read_text(), "python"))
+    return f"{page_id(page) if SETUP.get(page_id(page)) else ''}\n{code}"
 
 
 def run_page(page: pathlib.Path, tmp_path: pathlib.Path) -> PageRun:
-    code = "\n".join(blocks(page.read_text(), "python"))
+    """Runs ``page``'s blocks in ``tmp_path`` (its set-up first), as printed."""
+    for entry in ROOT.iterdir():
+        if entry.name not in NOT_LINKED and not entry.name.startswith("."):
+            (tmp_path / entry.name).symlink_to(entry)
     setup = SETUP.get(page_id(page))
-    key = f"{page_id(page) if setup else ''}\n{code}"
-    if key not in _RUNS:
-        for entry in ROOT.iterdir():
-            if entry.name not in NOT_LINKED and not entry.name.startswith("."):
-                (tmp_path / entry.name).symlink_to(entry)
-        steps = setup(tmp_path) if setup else None
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        proc = subprocess.run(
-            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
-        )
-        assert proc.returncode == 0, f"{page_id(page)}:\n{proc.stderr[-3000:]}"
-        _RUNS[key] = PageRun(tmp_path, proc.stdout, steps)
-    return _RUNS[key]
+    steps = setup(tmp_path) if setup else None
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    code = "\n".join(blocks(page.read_text(), "python"))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
+    )
+    assert proc.returncode == 0, f"{page_id(page)}:\n{proc.stderr[-3000:]}"
+    return PageRun(tmp_path, proc.stdout, steps)
+
+
+PARALLEL = 2
+"""Pages run at once: a page's run waits much of its time on Ray starting and on its actors."""
+SLOW_FIRST = [
+    "docs/guides/tune.md",
+    "docs/guides/multi-agent-cli.md",
+    "README.md",
+    "docs/guides/value-based.md",
+]
+"""The longest runs (measured), started first so that none is left to run alone at the end."""
+
+
+@pytest.fixture(scope="module")
+def page_runs(request, tmp_path_factory) -> Iterator[dict[str, Future[PageRun]]]:
+    """Every selected page's run, started together (``PARALLEL`` at a time, longest first)
+    when the first page test asks; one run per distinct code."""
+    selected = [
+        item.callspec.params["page"]
+        for item in request.session.items
+        if getattr(item, "originalname", None) == test_python_blocks_run_as_printed.__name__
+    ]
+    first: dict[str, pathlib.Path] = {}
+    for page in selected:
+        first.setdefault(run_key(page), page)
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    order = sorted(first.items(), key=lambda kv: rank.get(page_id(kv[1]), len(rank)))
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        runs = {key: pool.submit(run_page, page, tmp_path_factory.mktemp(page.stem)) for key, page in order}
+        yield runs
+        for future in runs.values():
+            future.cancel()
 
 
 def check_first_config(run: PageRun) -> None:
@@ -199,8 +235,8 @@ CHECKS: dict[str, Callable[[PageRun], None]] = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", RUN_PAGES, ids=page_id)
-def test_python_blocks_run_as_printed(page: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    run = run_page(page, tmp_path)
+def test_python_blocks_run_as_printed(page: pathlib.Path, page_runs: dict[str, Future[PageRun]]) -> None:
+    run = page_runs[run_key(page)].result()
     check = CHECKS.get(page_id(page))
     if check is not None:
         check(run)

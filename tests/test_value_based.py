@@ -97,29 +97,24 @@ def test_rllib_config_trains_acts_and_restores(ray_session, stitch_logs, tmp_pat
 
 
 @pytest.mark.slow
-def test_iql_beta_above_one_and_two_ddp_learners(ray_session, stitch_logs):
-    algo = value_config(IQLConfig, stitch_logs, learners=2, beta=10.0).build_algo()
-    try:
-        assert algo.config.beta == 10.0
-        stats = algo.train()["learners"]["default_policy"]
-        assert math.isfinite(float(stats["policy_loss"]))
-    finally:
-        algo.stop()
-
-
-@pytest.mark.slow
-def test_rllib_env_runner_evaluation_of_an_iql_module(ray_session, stitch_logs):
+def test_iql_beta_above_one_two_ddp_learners_and_env_runner_evaluation(ray_session, stitch_logs):
+    """One IQL algorithm (a build costs seconds): beta 10 (> 1) is kept, two DDP learners train,
+    and RLlib's EnvRunner evaluation plays the IQL module on Stitch-v0."""
     config = (
         IQLConfig()
         .environment(STITCH_ID)
         .offline_data(input_=[stitch_logs], input_read_episodes=True, dataset_num_iters_per_learner=2)
+        .learners(num_learners=2)
         .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 16}))
-        .training(train_batch_size_per_learner=16, beta=3.0)
+        .training(train_batch_size_per_learner=16, beta=10.0)
         .evaluation(evaluation_interval=1, evaluation_num_env_runners=0, evaluation_duration=6)
     )
     algo = offline_graph.configure(config, seed=0).build_algo()
     try:
-        env_runners = algo.train()["evaluation"]["env_runners"]
+        assert algo.config.beta == 10.0 and algo.config.num_learners == 2
+        result = algo.train()
+        assert math.isfinite(float(result["learners"]["default_policy"]["policy_loss"]))
+        env_runners = result["evaluation"]["env_runners"]
         assert int(env_runners["num_episodes"]) >= 6
         # Stitch-v0 returns lie in {0, 0.25, 1} (or a small illegal-action penalty: never here)
         assert 0.0 <= float(env_runners["episode_return_mean"]) <= 1.0
