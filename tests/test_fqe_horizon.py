@@ -1,10 +1,11 @@
-"""FQE with a horizon (a time limit the observations do not show): ``Q_k`` read per step.
+"""FQE with a horizon (a time limit the observations do not show).
 
 Data: 3-step episodes truncated by a time limit of 3, a fresh random graph every step (the
 time left is not in the observation), Discrete(2) actions drawn uniformly (logged
 ``action_logp`` = log 1/2), reward = the action. The greedy target "always 1" gets 1 per
-step: its value from a state ``t`` steps in is ``3 - t`` (``Q_{3-t}(s, 1) = 3 - t``,
-``Q_{3-t}(s, 0) = 2 - t``), and 3 from the start.
+step, 3 from the start. After 3 iterations from ``Q = 0`` the model is ``Q_3``: the graphs
+all look alike, so ``Q_3(s, 1) = 3`` and ``Q_3(s, 0) = 2`` at every step (also for the steps
+truncated at the limit: the truncation does not end the backup), ``V_3 = 3``.
 """
 
 from __future__ import annotations
@@ -20,20 +21,12 @@ from offline_graph.data.columns import GraphColumns
 from offline_graph.data.logged import load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.episodes import encode_episode
-from offline_graph.rllib.fqe import FQESettings, fit_fqe, horizon_stage
+from offline_graph.rllib.fqe import FQESettings, fit_fqe
 from offline_graph.rllib.ope_policy import target_choices
 from tests.helpers import make_graph, write_episode_file
 from tests.test_ope import SPACE, fixed
 
 LIMIT = 3
-
-
-def test_horizon_stage_by_hand() -> None:
-    # episodes of 3 and 2 steps, H = 3: steps t = 0 1 2 | 0 1 -> k = 3 2 1 | 3 2;
-    # final observations after 3 and 2 steps -> k = 0, 1
-    stage = horizon_stage(np.array([0, 3, 5]), 3)
-    assert stage.tolist() == [3, 2, 1, 3, 2, 0, 1]
-    assert horizon_stage(np.array([0, 4]), 2).tolist() == [2, 1, 0, 0, 0]  # past H: Q_0 = 0
 
 
 @pytest.fixture(scope="module")
@@ -60,14 +53,14 @@ def limited(tmp_path_factory) -> str:
     return write_episode_file(tmp_path_factory.mktemp("fqe_h") / "limited.parquet", items)
 
 
-def test_each_step_is_read_by_the_model_of_its_remaining_steps(limited) -> None:
+def test_three_iterations_give_the_three_step_value_at_every_step(limited) -> None:
     module = fixed([0.0, 1.0])
     logged = load_logged(limited, spec_from_spaces(SPACE, gym.spaces.Discrete(2)))
     trans, ptr = logged.trans, logged.ptr
     graphs = GraphColumns.concat([trans.obs, trans.final_obs])
     pi = target_choices(module, graphs, explore=False)
     settings = FQESettings(
-        horizon=LIMIT, batch_size=32, lr=1e-2, model={"hidden": 16, "layers": 1}, boot_heads=2
+        horizon=LIMIT, batch_size=32, lr=1e-2, model={"hidden": 16, "layers": 1}, boot_heads=2, steps=150
     )
     fitted = fit_fqe(
         graphs,
@@ -81,12 +74,12 @@ def test_each_step_is_read_by_the_model_of_its_remaining_steps(limited) -> None:
         gym.spaces.Discrete(2),
         settings,
     )
-    t = np.arange(len(trans)) - np.repeat(ptr[:-1], np.diff(ptr))
-    expected_q = LIMIT - t - (trans.actions == 0)  # Q_{3-t}(s, a) = 3 - t, one less for action 0
+    assert len(fitted.estimates) == LIMIT and len(fitted.losses) == LIMIT
+    expected_q = LIMIT - (trans.actions == 0)  # Q_3(s, 1) = 3, Q_3(s, 0) = 2
     assert np.abs(fitted.q - expected_q).max() < 0.2
-    assert np.abs(fitted.v[: len(trans)] - (LIMIT - t)).max() < 0.2  # V_{3-t} = 3 - t
-    assert (fitted.v[len(trans) :] == 0.0).all()  # final observations: at the limit, Q_0 = 0
-    assert fitted.heads_q.shape == (2, len(trans)) and np.abs(fitted.heads_q - expected_q).max() < 0.3
+    assert np.abs(fitted.v - LIMIT).max() < 0.2  # every graph, final observations too
+    assert fitted.heads_q.shape == (2, len(trans)) and fitted.heads_v.shape == (2, len(graphs))
+    assert np.abs(fitted.heads_q - expected_q).max() < 0.3
 
 
 def test_estimates_with_the_time_limit_from_the_data(limited) -> None:
