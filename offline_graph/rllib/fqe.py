@@ -128,6 +128,8 @@ class FQEValues:
     """Mean ``V(s_0)`` after each iteration."""
     converged: bool
     """False when the automatic schedule stopped at :data:`MAX_ITERATIONS` unsettled."""
+    steps_per_iteration: int
+    """Gradient steps per iteration (``P``; with ``epochs``: per pass over the transitions)."""
 
 
 def next_graph_index(ptr: np.ndarray) -> np.ndarray:
@@ -188,7 +190,6 @@ def fit_fqe(
     start_obs = torch_obs(graphs.take(start_idx))
     start_pi: torch.Tensor | None = None  # pi at those, laid out as their Q (built once)
     batches = _endless(len(actions), settings.batch_size, rng)
-    reader = _Reader(graphs, pi, acts, 1 + heads)
     losses: list[float] = []
     estimates: list[float] = []
     for _ in range(iterations):
@@ -219,35 +220,26 @@ def fit_fqe(
             estimates.append(float(_expected(q0, start_pi).mean()))
         if settings.epochs is None and settings.horizon is None and settled(estimates):
             break
-    reader.read(net, np.arange(len(graphs)))
-    v_all, q_all = reader.v, reader.q
+    q_all, v_all = _read(net, graphs, pi, acts)
     first = v_all[1:, ptr[:-1]]
     weights = episode_w[1:]
     boot = (weights * first).sum(1) / np.maximum(weights.sum(1), 1e-12)
     converged = settings.epochs is not None or settings.horizon is not None or settled(estimates)
-    return FQEValues(q_all[0], v_all[0], losses, boot, q_all[1:], v_all[1:], estimates, converged)
+    return FQEValues(q_all[0], v_all[0], losses, boot, q_all[1:], v_all[1:], estimates, converged, period)
 
 
-class _Reader:
-    """The fitted model read at the graphs, every head: ``q [1+H, T]`` at the logged actions,
-    ``v [1+H, G]`` under the target policy."""
-
-    def __init__(self, graphs: GraphColumns, pi: Choices, acts: torch.Tensor, heads: int) -> None:
-        self.graphs, self.pi, self.acts = graphs, pi, acts
-        self.q = np.zeros((heads, len(acts)))
-        self.v = np.zeros((heads, len(graphs)))
-
-    @torch.no_grad()
-    def read(self, net: Any, which: np.ndarray) -> None:
-        for lo in range(0, len(which), INFERENCE_BATCH):
-            idx = which[lo : lo + INFERENCE_BATCH]
-            _, q = net(torch_obs(self.graphs.take(idx)))
-            probs = self.pi.dense(idx, q[0].shape[1])
-            self.v[:, idx] = torch.stack([_expected(qh, probs) for qh in q]).double().numpy()
-            steps = idx < len(self.acts)
-            rows = idx[steps]
-            picked = [pick(qh[torch.from_numpy(steps)], self.acts[rows]) for qh in q]
-            self.q[:, rows] = torch.stack(picked).double().numpy()
+@torch.no_grad()
+def _read(net: Any, graphs: GraphColumns, pi: Choices, acts: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """The fitted model read at the graphs, every head: ``(q [1+H, T]`` at the logged actions,
+    ``v [1+H, G]`` under the target policy)."""
+    q_sa, v = [], []
+    for idx in minibatches(len(graphs), INFERENCE_BATCH):
+        _, q = net(torch_obs(graphs.take(idx)))
+        probs = pi.dense(idx, q[0].shape[1])
+        v.append(torch.stack([_expected(qh, probs) for qh in q]).double().numpy())
+        rows = idx[idx < len(acts)]
+        q_sa.append(torch.stack([pick(qh[: len(rows)], acts[rows]) for qh in q]).double().numpy())
+    return np.concatenate(q_sa, axis=1), np.concatenate(v, axis=1)
 
 
 def _train_heads(net: Any, obs: dict[str, torch.Tensor]) -> list[torch.Tensor]:

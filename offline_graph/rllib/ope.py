@@ -237,7 +237,7 @@ def _estimate(
                 f"(last {fitted.estimates[-10:]}); pass epochs= to fit longer, or check that the "
                 "target policy ends its episodes."
             )
-        per_pass = -(-len(trans) // int(settings.batch_size))
+        per_pass = fitted.steps_per_iteration
         if settings.epochs is not None and per_pass * settings.epochs < MIN_STEPS:
             out["warnings"].append(
                 f"fqe: epochs={settings.epochs} made {per_pass * settings.epochs} gradient steps in "

@@ -117,8 +117,7 @@ def check_module(module: Any, where: str) -> None:
             f"distribution and its spaces (found {type(module).__name__} without {', '.join(missing)}). "
             f"{build}"
         )
-    get_cls = getattr(module, "get_inference_action_dist_cls", None)
-    cls = get_cls() if get_cls is not None else None
+    cls = module.get_inference_action_dist_cls()  # present: checked above
     if not (isinstance(cls, type) and issubclass(cls, TorchCategorical)):
         raise ConfigError(
             f"{where}: the module's inference action distribution must be a categorical "
