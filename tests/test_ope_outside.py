@@ -38,7 +38,20 @@ def graph(n: int) -> dict:
     return {"x": x, "edge_index": np.stack([ring, (ring + 1) % n])}
 
 
-class NodeCountPolicy(TorchRLModule):
+class CategoricalModule(TorchRLModule):
+    """An outside module whose every action distribution is RLlib's TorchCategorical."""
+
+    def get_inference_action_dist_cls(self):
+        return TorchCategorical
+
+    def get_exploration_action_dist_cls(self):
+        return TorchCategorical
+
+    def get_train_action_dist_cls(self):
+        return TorchCategorical
+
+
+class NodeCountPolicy(CategoricalModule):
     """An outside module: ``pi(a=1 | graph) = model_config["p1"][n]``, ``n`` the graph's node
     count read from the learner batch's ``ptr``; a categorical over ``Discrete(2)``."""
 
@@ -53,15 +66,6 @@ class NodeCountPolicy(TorchRLModule):
         p = torch.tensor([self.p1[k] for k in n], dtype=torch.float64)
         logits = torch.stack([torch.log1p(-p), torch.log(p)], dim=1).float()
         return {Columns.ACTION_DIST_INPUTS: logits}
-
-    def get_inference_action_dist_cls(self):
-        return TorchCategorical
-
-    def get_exploration_action_dist_cls(self):
-        return TorchCategorical
-
-    def get_train_action_dist_cls(self):
-        return TorchCategorical
 
 
 def policy(p1: dict) -> NodeCountPolicy:
@@ -341,7 +345,7 @@ def test_chain_fqe_and_dr_within_5_percent_of_the_range(chain_dir):
 NODE_ACT = offline_graph.NodeAction(8)
 
 
-class LastNodePolicy(TorchRLModule):
+class LastNodePolicy(CategoricalModule):
     """An outside node-action module: probability ``q`` on the graph's last node, the rest
     uniform; logits laid out ``[B, M]`` (M = most nodes of a graph in the batch), filler -inf,
     as the node-action guide describes, for RLlib's categorical."""
@@ -359,15 +363,6 @@ class LastNodePolicy(TorchRLModule):
             p[n - 1] = self.q
             logits[b, :n] = torch.log(p)
         return {Columns.ACTION_DIST_INPUTS: logits}
-
-    def get_inference_action_dist_cls(self):
-        return TorchCategorical
-
-    def get_exploration_action_dist_cls(self):
-        return TorchCategorical
-
-    def get_train_action_dist_cls(self):
-        return TorchCategorical
 
 
 def test_node_actions_outside_module_wis_exact(tmp_path):
