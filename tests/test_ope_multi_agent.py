@@ -205,3 +205,36 @@ def test_cli_evaluate_data_estimates_every_module(ma_data, tmp_path) -> None:
             in proc.stdout
         )
         assert f"{agents} episodes" in proc.stdout
+
+
+def test_an_agent_logp_longer_than_its_steps_is_named(tmp_path) -> None:
+    """One logp too many in an agent's row (its 2 steps, 3 entries) is an error, not cut off."""
+    import msgpack
+    import msgpack_numpy
+    import pyarrow.parquet as pq
+
+    from offline_graph.data.codec import unpack_item
+
+    ep, _ = episode(0, np.random.default_rng(0))
+    offline_graph.write_episodes(
+        str(tmp_path),
+        [ep],
+        observation_space={"a0": SPACE, "a1": SPACE, 7: OTHER},
+        action_space={"a0": gym.spaces.Discrete(2), "a1": gym.spaces.Discrete(2), 7: gym.spaces.Discrete(3)},
+    )
+    (path,) = tmp_path.glob("*.parquet")
+    table = pq.read_table(path)
+    state = unpack_item(table.column("item")[0].as_py())
+    (a0,) = [e for e in state["agents"] if e["agent_id"] == "a0"]
+    buf = a0["episode"]["extra_model_outputs"]["action_logp"]
+    buf["data"] = np.append(np.asarray(buf["data"], np.float32), np.float32(-0.7))
+    item = msgpack.packb(state, default=msgpack_numpy.encode)
+    pq.write_table(table.set_column(0, "item", [[item]]).replace_schema_metadata(table.schema.metadata), path)
+    with pytest.raises(
+        ConfigError,
+        match=r"episode 'e0': extra_model_outputs\['action_logp'\] must hold "
+        r"one log-probability per step \(found 3 for 2 steps\)",
+    ):
+        offline_graph.estimate_value(
+            fixed([0.0, 0.0]), [str(tmp_path)], method="wis", module_id="m", policy_mapping_fn=kind
+        )

@@ -162,8 +162,12 @@ def check_logps(
     one finite log-probability (<= 0) per step of its row (``parts``: the rows' transitions,
     one episode entry per row, in row order)."""
     entries = [(p, i) for p in parts for i in range(len(p.episode_ids))]
-    if len(entries) != len(logps):
-        return
+    if len(entries) != len(logps) and any(v is not None for v in logps):
+        raise ConfigError(
+            f"{where}: the rows read must each give one episode to align action_logp with (found "
+            f"{len(entries)} episodes from {len(logps)} rows in {sorted(set(paths))[:3]}). Evaluate "
+            "on whole episode files, one episode per row, or leave action_logp out (behaviour='bc')."
+        )
     for (part, i), logp, path in zip(entries, logps, paths):
         if logp is None:
             continue
@@ -214,7 +218,7 @@ def load_agents(data: Any, route: Route, module_id: str, where: str = "estimate_
                 parts.append(Transitions.from_episodes([part.episode], 1.0))
                 keys.append((part.episode.id, str(part.agent_id)))
                 logp = agents.get(str(part.agent_id))
-                logps.append(None if logp is None else logp[: len(part.episode)])
+                logps.append(logp)
                 paths.append(path)
     if not parts:
         raise ConfigError(

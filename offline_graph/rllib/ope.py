@@ -249,7 +249,8 @@ def _estimate(
         n = len(trans)
         ended = trans.truncateds[ptr[1:] - 1] & bootstrap
         model = (fitted.q, fitted.v[:n], np.where(ended, fitted.v[n:], 0.0))
-        heads = [(q, v[:n], np.where(ended, v[n:], 0.0)) for q, v in zip(fitted.heads_q, fitted.heads_v)]
+        if method == "dr":
+            heads = [(q, v[:n], np.where(ended, v[n:], 0.0)) for q, v in zip(fitted.heads_q, fitted.heads_v)]
         fqe_estimate = ope.mean_estimate(fitted.v[ptr[:-1]], n_boot, seed)
         if len(fitted.boot) >= 2:
             fqe_estimate["ci_low"], fqe_estimate["ci_high"] = ope.replicate_interval(
