@@ -3,11 +3,9 @@
 Data: 3-step episodes truncated by a time limit of 3, a fresh random graph every step (the
 time left is not in the observation), Discrete(2) actions drawn uniformly (logged
 ``action_logp`` = log 1/2), reward = the action. The greedy target "always 1" gets 1 per
-step, 3 from the start. After 3 iterations from ``Q = 0`` the model is ``Q_3``. On the
-observation alone (``history=False``) the graphs all look alike, so ``Q_3(s, 1) = 3`` and
-``Q_3(s, 0) = 2`` at every step (also for the steps truncated at the limit: the truncation
-does not end the backup), ``V_3 = 3``. With the history features (the step count tells the
-steps apart) the truncation ends the backup: ``Q(s_t, a) = 2 - t + a``, ``V(s_0) = 3``.
+step, 3 from the start. After 3 iterations from ``Q = 0`` the model is ``Q_3``: the graphs
+all look alike, so ``Q_3(s, 1) = 3`` and ``Q_3(s, 0) = 2`` at every step (also for the steps
+truncated at the limit: the truncation does not end the backup), ``V_3 = 3``.
 """
 
 from __future__ import annotations
@@ -55,44 +53,32 @@ def limited(tmp_path_factory) -> str:
     return write_episode_file(tmp_path_factory.mktemp("fqe_h") / "limited.parquet", items)
 
 
-def _fit(limited: str, history: bool, ends: str) -> tuple:
+def test_three_iterations_give_the_three_step_value_at_every_step(limited) -> None:
+    module = fixed([0.0, 1.0])
     logged = load_logged(limited, spec_from_spaces(SPACE, gym.spaces.Discrete(2)))
     trans, ptr = logged.trans, logged.ptr
     graphs = GraphColumns.concat([trans.obs, trans.final_obs])
-    pi = target_choices(fixed([0.0, 1.0]), graphs, explore=False)
+    pi = target_choices(module, graphs, explore=False)
     settings = FQESettings(
-        horizon=LIMIT,
-        batch_size=32,
-        lr=1e-2,
-        model={"hidden": 16, "layers": 1},
-        boot_heads=2,
-        steps=150,
-        history=history,
+        horizon=LIMIT, batch_size=32, lr=1e-2, model={"hidden": 16, "layers": 1}, boot_heads=2, steps=150
     )
-    end = getattr(trans, ends) if ends == "terminateds" else trans.terminateds | trans.truncateds
     fitted = fit_fqe(
-        graphs, ptr, trans.actions, trans.rewards, end, pi, 1.0, SPACE, gym.spaces.Discrete(2), settings
+        graphs,
+        ptr,
+        trans.actions,
+        trans.rewards,
+        trans.terminateds,
+        pi,
+        1.0,
+        SPACE,
+        gym.spaces.Discrete(2),
+        settings,
     )
-    return trans, graphs, fitted
-
-
-def test_three_iterations_give_the_three_step_value_at_every_step(limited) -> None:
-    trans, graphs, fitted = _fit(limited, history=False, ends="terminateds")
     assert len(fitted.estimates) == LIMIT and len(fitted.losses) == LIMIT
     expected_q = LIMIT - (trans.actions == 0)  # Q_3(s, 1) = 3, Q_3(s, 0) = 2
     assert np.abs(fitted.q - expected_q).max() < 0.2
     assert np.abs(fitted.v - LIMIT).max() < 0.2  # every graph, final observations too
     assert fitted.heads_q.shape == (2, len(trans)) and fitted.heads_v.shape == (2, len(graphs))
-    assert np.abs(fitted.heads_q - expected_q).max() < 0.3
-
-
-def test_with_history_the_value_counts_the_steps_left(limited) -> None:
-    trans, _, fitted = _fit(limited, history=True, ends="terminateds | truncateds")
-    t = trans.t.astype(float)
-    assert np.array_equal(np.unique(t), [0.0, 1.0, 2.0])
-    expected_q = 2 - t + trans.actions  # the steps left after this one, plus this reward
-    assert np.abs(fitted.q - expected_q).max() < 0.2
-    assert np.abs(fitted.v[: len(trans)] - (LIMIT - t)).max() < 0.2  # V(s_t) = 3 - t
     assert np.abs(fitted.heads_q - expected_q).max() < 0.3
 
 
@@ -114,14 +100,3 @@ def test_fqe_steps_must_be_positive(limited) -> None:
 
     with pytest.raises(ConfigError, match=r"fqe_steps must be >= 1 or None \(found 0\)"):
         estimate_value(fixed([0.0, 1.0]), [limited], method="fqe", gamma=1.0, fqe_steps=0)
-
-
-def test_history_features_by_hand() -> None:
-    from offline_graph.rllib.fqe import history_features
-
-    # episodes of 2 and 3 steps, rewards 1, 2 | 0, -1, 3; then the 2 final observations
-    out = history_features(np.array([0, 2, 5]), np.array([1.0, 2.0, 0.0, -1.0, 3.0]))
-    steps = np.array([0, 1, 0, 1, 2, 2, 3]) / 3
-    so_far = np.array([0, 1, 0, 0, -1, 3, 2]) / 3
-    assert out.dtype == np.float32 and out.shape == (7, 2)
-    np.testing.assert_allclose(out, np.stack([steps, so_far], axis=1), atol=1e-7)

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -108,8 +108,6 @@ class FQESettings:
     """With ``epochs=None``: exactly this many iterations (module doc); None: until settled."""
     steps: int | None = None
     """With ``epochs=None``: gradient steps per iteration; None: ``P`` of the module doc."""
-    history: bool = True
-    """Give the Q network each graph's :func:`history_features` (module doc)."""
 
 
 @dataclass
@@ -142,27 +140,6 @@ def next_graph_index(ptr: np.ndarray) -> np.ndarray:
     return out
 
 
-def history_features(ptr: np.ndarray, rewards: np.ndarray) -> np.ndarray:
-    """``[T + E, 2]`` float32 per graph (steps, then final observations): the steps taken and
-    the reward collected so far (undiscounted) in its logged episode, each divided by its
-    largest absolute value in the data (module doc)."""
-    ptr = np.asarray(ptr, np.int64)
-    lengths = np.diff(ptr)
-    starts = np.repeat(ptr[:-1], lengths)
-    c = np.concatenate([[0.0], np.cumsum(np.asarray(rewards, np.float64))])
-    t = np.concatenate([np.arange(int(ptr[-1])) - starts, lengths]).astype(np.float64)
-    so_far = np.concatenate([c[:-1] - c[starts], c[ptr[1:]] - c[ptr[:-1]]])
-    out = np.stack([t, so_far], axis=1)
-    scale = np.abs(out).max(axis=0, initial=0.0)
-    return (out / np.where(scale > 0, scale, 1.0)).astype(np.float32)
-
-
-def with_features(graphs: GraphColumns, features: np.ndarray) -> GraphColumns:
-    """``graphs`` whose every node also carries its graph's ``features`` row (extra columns)."""
-    per_node = np.repeat(features.astype(graphs.x.dtype), graphs.num_nodes, axis=0)
-    return replace(graphs, x=np.concatenate([graphs.x, per_node], axis=1))
-
-
 def _expected(q: torch.Tensor, pi: torch.Tensor) -> torch.Tensor:
     """``sum_a pi(a) Q(a)`` over the legal entries ``[B]`` (0 without one)."""
     return (torch.where(legal(q), q, torch.zeros_like(q)) * pi).sum(dim=-1)
@@ -186,11 +163,7 @@ def fit_fqe(
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     heads = int(settings.boot_heads)
-    extra = 0
-    if settings.history:
-        features = history_features(ptr, rewards)
-        graphs, extra = with_features(graphs, features), features.shape[1]
-    net = q_network(observation_space, action_space, settings.model, num_q=1 + heads, extra_features=extra)
+    net = q_network(observation_space, action_space, settings.model, num_q=1 + heads)
     target = net.frozen_copy()
     opt = torch.optim.Adam(net.parameters(), lr=settings.lr)
     nxt = next_graph_index(ptr)

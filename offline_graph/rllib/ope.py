@@ -81,7 +81,6 @@ def estimate_value(
     torch_threads: int | None = 1,
     fqe_heads: int = 10,
     fqe_steps: int | None = None,
-    fqe_history: bool = True,
     module_id: str | None = None,
     policy_mapping_fn: Any = None,
 ) -> dict[str, Any]:
@@ -98,9 +97,7 @@ def estimate_value(
     ``tau`` (None: target copied every iteration),
     ``q_model`` (the Q network's GNN keys), ``fqe_heads`` (bootstrap Q heads for the FQE
     interval, :mod:`offline_graph.rllib.fqe`; 0: resample the fitted ``V(s_0)`` only),
-    ``fqe_steps`` (gradient steps per iteration without ``epochs``; None: automatic),
-    ``fqe_history`` (the Q network also sees each step's count and reward so far in its
-    episode, :func:`offline_graph.rllib.fqe.history_features`; False: the observation only);
+    ``fqe_steps`` (gradient steps per iteration without ``epochs``; None: automatic);
     ``bc_epochs`` for the cloned behaviour policy.
     ``torch_threads`` (1): torch's intra-op threads meanwhile (restored after; None leaves
     them): the graph batches are small, and more threads made the scatter ops slower.
@@ -121,8 +118,7 @@ def estimate_value(
             module, data = _module_data(module, data, str(module_id), policy_mapping_fn)
         return _estimate(
             module, data, method, gamma, explore, n_boot, clip, seed, behaviour, bootstrap_truncated,
-            FQESettings(epochs, batch_size, lr, tau, q_model, fqe_heads, horizon, fqe_steps, fqe_history),
-            bc_epochs,
+            FQESettings(epochs, batch_size, lr, tau, q_model, fqe_heads, horizon, fqe_steps), bc_epochs,
         )  # fmt: skip
     finally:
         torch.set_num_threads(threads)
@@ -222,11 +218,10 @@ def _estimate(
             lengths = np.diff(ptr)[trans.truncateds[ptr[1:] - 1]]
             settings = replace(settings, horizon=int(lengths.max()))
         ends = trans.terminateds | (trans.truncateds & (not bootstrap))
-        if not bootstrap and settings.horizon is not None and settings.epochs is None and not settings.history:
+        if not bootstrap and settings.horizon is not None and settings.epochs is None:
             # H iterations end the return at the horizon already: an episode truncated there (the
             # time limit, which the observations need not show) must not also end the backup of
-            # the states that look like its last one (with the history features they do not look
-            # alike: the step count tells them apart)
+            # the states that look like its last one
             at_limit = np.repeat(np.diff(ptr) >= settings.horizon, np.diff(ptr))
             ends = ends & ~(trans.truncateds & at_limit)
         out["fqe_horizon"] = settings.horizon

@@ -183,18 +183,13 @@ def target_choices(
 
 
 def q_network(
-    observation_space: gym.Space,
-    action_space: gym.Space,
-    model: dict | None,
-    num_q: int = 1,
-    extra_features: int = 0,
+    observation_space: gym.Space, action_space: gym.Space, model: dict | None, num_q: int = 1
 ) -> QNetwork:
     """A fresh Q network (:class:`~offline_graph.rllib.critic.QNetwork`, ``num_q`` heads) for
-    the spaces, its nodes carrying ``extra_features`` more columns; ``model`` takes GNNModule's
-    encoder keys (``hidden``, ``layers``, ``conv``, ``pool``, ``head_hidden``), defaults as there."""
+    the spaces; ``model`` takes GNNModule's encoder keys (``hidden``, ``layers``, ``conv``,
+    ``pool``, ``head_hidden``), defaults as there."""
     cfg = resolve_gnn_config(model or {}, observation_space)
     in_dim, edge_dim = space_sizes(observation_space)
-    in_dim += int(extra_features)
     encoder = GraphEncoder(in_dim, cfg["hidden"], cfg["layers"], cfg["conv"], cfg["pool"], edge_dim)
     return QNetwork(encoder, action_space, edge_dim, cfg["head_hidden"], num_q=num_q)
 
