@@ -130,11 +130,46 @@ def test_fqe_and_dr_close_to_the_true_value(data) -> None:
     assert fqe["value"] == pytest.approx(1 + GAMMA, abs=0.15)
     assert fqe["ess"] is None and fqe["fqe_loss"] < 0.05
     assert fqe["fqe_iterations"] == 40  # epochs=40: one iteration per epoch
+    dr = estimate_value(fixed([0.0, 1.0]), path, method="dr", **kw)
+    assert dr["value"] == pytest.approx(1 + GAMMA, abs=0.1)
+    # the logs carry action_logp: the FQE interval also holds the DR interval (same model)
+    assert fqe["ci_low"] <= min(fqe["value"], dr["ci_low"]) and fqe["ci_high"] >= max(
+        fqe["value"], dr["ci_high"]
+    )
+    assert dr["fqe"]["ci_low"] == fqe["ci_low"] and dr["fqe"]["ci_high"] == fqe["ci_high"]
+
+
+def test_fqe_interval_without_logp_is_the_heads_and_with_logp_holds_dr(tmp_path) -> None:
+    path, _ = logged_episodes(tmp_path / "nologp.parquet", episodes=48, logp=False)
+    kw = dict(gamma=GAMMA, n_boot=20, batch_size=16, lr=1e-2, q_model={"hidden": 16, "layers": 1})
+    fqe = estimate_value(fixed([0.0, 1.0]), path, method="fqe", epochs=40, **kw)
     # 10 bootstrap heads (default): value -+ 1.96 sd of the heads' values, around the value
     assert fqe["ci_low"] < fqe["value"] < fqe["ci_high"]
     assert fqe["ci_high"] - fqe["value"] == pytest.approx(fqe["value"] - fqe["ci_low"], abs=1e-9)
-    dr = estimate_value(fixed([0.0, 1.0]), path, method="dr", **kw)
-    assert dr["value"] == pytest.approx(1 + GAMMA, abs=0.1)
+    # under-fit (1 epoch of 6 gradient steps at lr 1e-5) on logs with action_logp: far below
+    # 1 + gamma; the DR estimate corrects it, and FQE's interval is widened to hold DR's
+    with_logp, _ = logged_episodes(tmp_path / "logp.parquet", episodes=48)
+    kw["lr"] = 1e-5
+    short = estimate_value(fixed([0.0, 1.0]), with_logp, method="fqe", epochs=1, **kw)
+    dr = estimate_value(fixed([0.0, 1.0]), with_logp, method="dr", epochs=1, **kw)
+    assert short["value"] < 1.0 and dr["value"] == pytest.approx(1 + GAMMA, abs=0.1)
+    assert short["ci_low"] <= short["value"] and short["ci_high"] == dr["ci_high"]
+    assert any("outside the doubly robust interval" in w for w in short["warnings"])
+    assert not any("doubly robust" in w for w in fqe["warnings"])
+
+
+def test_hold_dr_by_hand() -> None:
+    from offline_graph.rllib.ope import _hold_dr
+
+    fqe = {"value": 1.0, "ci_low": 0.8, "ci_high": 1.2}
+    assert _hold_dr(fqe, {"ci_low": 1.5, "ci_high": 2.0}, warn=True)[0].startswith("fqe: the estimate 1 ")
+    assert (fqe["ci_low"], fqe["ci_high"]) == (0.8, 2.0)
+    inside = {"value": 1.0, "ci_low": 0.9, "ci_high": 1.1}
+    assert _hold_dr(inside, {"ci_low": 0.5, "ci_high": 1.05}, warn=True) == []
+    assert (inside["ci_low"], inside["ci_high"]) == (0.5, 1.1)
+    nan = {"value": 1.0, "ci_low": 0.9, "ci_high": 1.1}
+    assert _hold_dr(nan, {"ci_low": float("nan"), "ci_high": float("nan")}, warn=True) == []
+    assert (nan["ci_low"], nan["ci_high"]) == (0.9, 1.1)
 
 
 def test_node_action_target_probabilities_and_fqe_shapes(tmp_path) -> None:

@@ -34,6 +34,10 @@ for FQE ``fqe_heads`` bootstrap Q heads fitted on Poisson-weighted episodes
 includes the fitting error (``fqe_heads=0``: resamples of one fitted model's ``V(s_0)``);
 DR's resample interval is widened by the spread of the DR values made with each head's model
 (:func:`offline_graph.data.ope.widen_interval`), so it includes the Q model's error too.
+Where the logs carry the behaviour's ``action_logp``, FQE's interval is widened to hold that DR
+interval as well: the gap between the two estimates is the importance-sampling estimate of
+the Q model's bias, which the heads (sharing one encoder) do not see; a warning says when the
+FQE value lies outside it.
 """
 
 from __future__ import annotations
@@ -203,6 +207,7 @@ def _estimate(
     graphs = trans.obs
     model = None
     heads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    fqe_estimate: dict[str, float] = {}
     if method in ("fqe", "dr"):
         if trans.final_obs is None:
             raise ConfigError(
@@ -249,34 +254,56 @@ def _estimate(
         n = len(trans)
         ended = trans.truncateds[ptr[1:] - 1] & bootstrap
         model = (fitted.q, fitted.v[:n], np.where(ended, fitted.v[n:], 0.0))
-        if method == "dr":
-            heads = [(q, v[:n], np.where(ended, v[n:], 0.0)) for q, v in zip(fitted.heads_q, fitted.heads_v)]
+        heads = [(q, v[:n], np.where(ended, v[n:], 0.0)) for q, v in zip(fitted.heads_q, fitted.heads_v)]
         fqe_estimate = ope.mean_estimate(fitted.v[ptr[:-1]], n_boot, seed)
         if len(fitted.boot) >= 2:
             fqe_estimate["ci_low"], fqe_estimate["ci_high"] = ope.replicate_interval(
                 fqe_estimate["value"], fitted.boot
             )
-        if method == "fqe":
-            out.update(fqe_estimate)
-        else:
-            out["fqe"] = fqe_estimate
-    if method != "fqe":
-        mu, out["behaviour"] = _behaviour(logged, behaviour, module, bc_epochs, settings, seed)
-        if out["behaviour"] == "bc":
-            out["warnings"].append(_bc_warning(logged, behaviour))
-        ratios, out["clipped"] = ope.step_ratios(pi.at(trans.actions), mu, clip)
+    # FQE checked by DR where the logs carry the behaviour's probabilities (no clone for it)
+    checked = method == "fqe" and behaviour != "bc" and logged.behaviour_logp is not None
+    if method != "fqe" or checked:
+        mu, used = _behaviour(logged, behaviour, module, bc_epochs, settings, seed)
+        ratios, clipped = ope.step_ratios(pi.at(trans.actions), mu, clip)
         res = ope.is_estimate(
-            method, trans.rewards, ratios, ptr, gamma, n_boot=n_boot, seed=seed, model=model
-        )
-        if method == "dr" and len(heads):  # the Q model's error too: DR with each bootstrap head
+            "dr" if checked else method, trans.rewards, ratios, ptr, gamma, n_boot=n_boot, seed=seed,
+            model=model,
+        )  # fmt: skip
+        if model is not None and len(heads):  # the Q model's error too: DR with each bootstrap head
             per_head = np.array([ope.dr(trans.rewards, ratios, ptr, gamma, *h) for h in heads])
             res["ci_low"], res["ci_high"] = ope.widen_interval(
                 res["value"], res["ci_low"], res["ci_high"], per_head
             )
-        out.update(res)
-        out["warnings"] += ope.ess_warnings(res["ess"], logged.episodes)
+        if model is not None:
+            out["warnings"] += _hold_dr(fqe_estimate, res, warn=checked)
+        if method != "fqe":
+            out["behaviour"], out["clipped"] = used, clipped
+            if used == "bc":
+                out["warnings"].append(_bc_warning(logged, behaviour))
+            out.update(res)
+            out["warnings"] += ope.ess_warnings(res["ess"], logged.episodes)
+    if method == "fqe":
+        out.update(fqe_estimate)
+    elif method == "dr":
+        out["fqe"] = fqe_estimate
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def _hold_dr(fqe: dict[str, float], dr: dict[str, float], warn: bool) -> list[str]:
+    """Widen ``fqe``'s interval to hold ``dr``'s (their gap is the IS estimate of the Q model's
+    bias, which the bootstrap heads do not see); with ``warn``, say so when FQE lies outside."""
+    lo, hi = dr["ci_low"], dr["ci_high"]
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return []
+    fqe["ci_low"], fqe["ci_high"] = min(fqe["ci_low"], lo), max(fqe["ci_high"], hi)
+    if warn and not lo <= fqe["value"] <= hi:
+        return [
+            f"fqe: the estimate {fqe['value']:.4g} lies outside the doubly robust interval "
+            f"[{lo:.4g}, {hi:.4g}] from the logged action_logp: the Q model is biased on these "
+            "logs (the interval is widened to hold the DR one). Prefer method='dr' here."
+        ]
+    return []
 
 
 def _bc_warning(logged: Logged, behaviour: Behaviour) -> str:
