@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,21 +120,43 @@ class FixedRows:
         return np.resize(np.array([3, 1, 7, 4]), size)
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """The ``offline-graph`` console script in a subprocess, run from the repository root with
-    this checkout's code first (``OFFLINE_GRAPH_DEBUG`` unset)."""
+def _cli() -> tuple[list[str], dict[str, str]]:
+    """The ``offline-graph`` command and its environment (this checkout first, no debug)."""
     exe = Path(sys.executable).parent / "offline-graph"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "offline_graph.cli"]
     env = {k: v for k, v in os.environ.items() if k != "OFFLINE_GRAPH_DEBUG"}
+    return cmd, {**env, "PYTHONPATH": str(ROOT)}
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The ``offline-graph`` console script in a subprocess, run from the repository root with
+    this checkout's code first (``OFFLINE_GRAPH_DEBUG`` unset)."""
+    cmd, env = _cli()
     return subprocess.run(
-        [*cmd, *args],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**env, "PYTHONPATH": str(ROOT)},
+        [*cmd, *args], check=False, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )
+
+
+def start_cli(out_dir: Path, *args: str) -> Callable[[float], subprocess.CompletedProcess]:
+    """:func:`run_cli` started now, in the background (several runs that wait on Ray more than
+    they compute can run at once); its output goes to files in ``out_dir`` (never a full pipe).
+    Returns ``finished(timeout)``: waits for the run and gives it as ``run_cli`` would."""
+    cmd, env = _cli()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "stdout", "w") as out, open(out_dir / "stderr", "w") as err:
+        proc = subprocess.Popen([*cmd, *args], cwd=ROOT, stdout=out, stderr=err, text=True, env=env)
+
+    def finished(timeout: float) -> subprocess.CompletedProcess:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+        text = {name: (out_dir / name).read_text() for name in ("stdout", "stderr")}
+        return subprocess.CompletedProcess(proc.args, proc.returncode, text["stdout"], text["stderr"])
+
+    return finished
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -134,18 +135,39 @@ ray.shutdown()
 """
 
 
-def test_stop_then_shutdown_prints_no_traceback():
+@pytest.fixture(scope="module", autouse=True)
+def script_run(tmp_path_factory) -> Iterator[Callable[[], subprocess.CompletedProcess]]:
+    """SCRIPT in a subprocess, started when the module starts so that it runs beside the main
+    command's runs (each waits on Ray starting and on its actors more than it computes); its
+    test waits for it (at most 300 s) and gets the finished process. Output goes to files, so
+    a run nobody waits for yet never blocks on a full pipe."""
+    env = {k: v for k, v in os.environ.items() if k != "OFFLINE_GRAPH_DEBUG"}
+    out_dir = tmp_path_factory.mktemp("script")
+    with open(out_dir / "stdout", "w") as out, open(out_dir / "stderr", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT],
+            cwd=ROOT,
+            stdout=out,
+            stderr=err,
+            text=True,
+            env={**env, "PYTHONPATH": str(ROOT)},
+        )
+
+    def finished() -> subprocess.CompletedProcess:
+        proc.wait(timeout=300)
+        text = {name: (out_dir / name).read_text() for name in ("stdout", "stderr")}
+        return subprocess.CompletedProcess(proc.args, proc.returncode, text["stdout"], text["stderr"])
+
+    yield finished
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_stop_then_shutdown_prints_no_traceback(script_run):
     """Local learner (num_learners=0), Ray's default log_to_driver: algo.stop() closes the
     learner's Ray Data iterator, so nothing is finalized after ray.shutdown()."""
-    env = {k: v for k, v in os.environ.items() if k != "OFFLINE_GRAPH_DEBUG"}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**env, "PYTHONPATH": str(ROOT)},
-    )
+    done = script_run()
     assert done.returncode == 0, done.stderr
     assert "steps 128" in done.stdout
     traces = re.compile("Traceback|RuntimeError|Exception ignored")

@@ -12,7 +12,7 @@ from offline_graph.cli import inspect_data, main
 from offline_graph.cli.failures import RAY_DATA_ABORT_LOGGERS, quiet_ray_data_aborts
 from offline_graph.data.errors import ConfigError
 from tests.bad_data import ROW_DAMAGE, good, write_items
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, start_cli
 
 TRACEBACK = "Traceback (most recent call last)"
 SPACES = ["--observation-space", "graph:F=3,D=1", "--action-space", "discrete:2"]
@@ -27,6 +27,21 @@ def corrupt_input(tmp_path_factory):
     return str(data), path
 
 
+@pytest.fixture(scope="module")
+def convert_runs(corrupt_input, tmp_path_factory):
+    """``convert`` of the corrupt input, plain and with ``--debug``, started together (each
+    waits on Ray more than it computes); ``{"plain" | "debug": finished(timeout)}``."""
+    data, _ = corrupt_input
+    runs = {}
+    for name, debug in (("plain", []), ("debug", ["--debug"])):
+        tmp = tmp_path_factory.mktemp(f"convert_{name}")
+        args = [*debug, "convert", "--input", data, "--output", str(tmp / "rows"), "--on-error", "raise"]
+        runs[name] = start_cli(tmp / "log", *args, *SPACES)
+    yield runs
+    for finished in runs.values():  # a run no selected test waited for ends here, not later
+        finished(300)
+
+
 def expected_line(path: str) -> str:
     return (
         f"offline-graph convert: file {path}, row 1, column 'item': value must be a "
@@ -35,10 +50,9 @@ def expected_line(path: str) -> str:
 
 
 @pytest.mark.slow
-def test_convert_corrupt_row_prints_one_line_and_exits_2(corrupt_input, tmp_path):
-    data, path = corrupt_input
-    out = str(tmp_path / "rows")
-    proc = run_cli("convert", "--input", data, "--output", out, "--on-error", "raise", *SPACES, timeout=300)
+def test_convert_corrupt_row_prints_one_line_and_exits_2(corrupt_input, convert_runs):
+    _, path = corrupt_input
+    proc = convert_runs["plain"](300)
     printed = proc.stdout + proc.stderr
     assert proc.returncode == 2, printed
     last = proc.stderr.strip().splitlines()[-1]
@@ -51,12 +65,9 @@ def test_convert_corrupt_row_prints_one_line_and_exits_2(corrupt_input, tmp_path
 
 
 @pytest.mark.slow
-def test_debug_anywhere_shows_the_traceback_and_ray_data_lines(corrupt_input, tmp_path):
-    data, path = corrupt_input
-    out = str(tmp_path / "rows")
-    proc = run_cli(
-        "--debug", "convert", "--input", data, "--output", out, "--on-error", "raise", *SPACES, timeout=300
-    )
+def test_debug_anywhere_shows_the_traceback_and_ray_data_lines(corrupt_input, convert_runs):
+    _, path = corrupt_input
+    proc = convert_runs["debug"](300)
     assert proc.returncode == 2, proc.stderr
     assert TRACEBACK in proc.stderr
     assert "in decode_state" in proc.stderr  # the worker's frames, from Ray's wrapper

@@ -1,7 +1,8 @@
 """Faults and scale-out: a killed prelearner actor, a 2-node cluster, determinism.
 
-Every test starts and stops its own Ray session (the cluster test needs a fresh one), so the
-module does not share a Ray fixture with the rest of the suite.
+Every test (or the module's single-node conversion fixture, for two of them) starts and stops
+its own Ray session (the cluster test needs a fresh one), so the module does not share a Ray
+fixture with the rest of the suite.
 """
 
 from __future__ import annotations
@@ -60,12 +61,16 @@ def stop_ray() -> None:
     ray.shutdown()
 
 
+SMALL_BLOCK = 256 * 1024
+"""Ray Data block size of the conversions: the ~2.8 MiB conversion output spans several map
+and write tasks (with the default 128 MiB it is one block, one task, one file)."""
+
+
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """256 KiB Ray Data blocks: the ~2.8 MiB conversion output spans several map and write
-    tasks (with the default 128 MiB it is one block, one task, one file)."""
+    """``SMALL_BLOCK`` Ray Data blocks for one test."""
     ctx = ray.data.DataContext.get_current()
-    monkeypatch.setattr(ctx, "target_max_block_size", 256 * 1024)
+    monkeypatch.setattr(ctx, "target_max_block_size", SMALL_BLOCK)
 
 
 @pytest.fixture
@@ -209,17 +214,37 @@ def read_sorted_rows(out: str) -> pa.Table:
     return table.take(pc.sort_indices(keys, [("e", "ascending"), ("t", "ascending")]))
 
 
-def test_same_data_same_conversion_bytes(local_ray, small_blocks, expert_data, tmp_path):
-    data, transitions = expert_data
-    first = convert_to(data, str(tmp_path / "a"))
-    second = convert_to(data, str(tmp_path / "b"))
+@pytest.fixture(scope="module")
+def single_node_conversions(expert_data, tmp_path_factory) -> tuple[str, str, dict, dict]:
+    """(dir a, dir b, report a, report b): the expert data converted twice, one after the
+    other, in one fresh local Ray with ``SMALL_BLOCK`` blocks, stopped again before the
+    tests go on (the cluster tests start their own). The determinism test checks a against b,
+    the 2-node test its conversion against a: one Ray start for both."""
+    data, _ = expert_data
+    out = tmp_path_factory.mktemp("single_node")
+    ctx = ray.data.DataContext.get_current()
+    block = ctx.target_max_block_size
+    start_local_ray()
+    try:
+        ctx.target_max_block_size = SMALL_BLOCK
+        first = convert_to(data, str(out / "a"))
+        second = convert_to(data, str(out / "b"))
+    finally:
+        ctx.target_max_block_size = block
+        stop_ray()
+    return str(out / "a"), str(out / "b"), first, second
+
+
+def test_same_data_same_conversion_bytes(single_node_conversions, expert_data):
+    _, transitions = expert_data
+    a, b, first, second = single_node_conversions
     assert first["transitions_out"] == second["transitions_out"] == transitions
-    digests = file_digests(str(tmp_path / "a"))
+    digests = file_digests(a)
     assert len(digests) >= 2  # several write tasks, each its own file
     assert all(name.startswith("transitions-") for name, _ in digests)
-    rows = read_sorted_rows(str(tmp_path / "a"))
+    rows = read_sorted_rows(a)
     assert rows.num_rows == transitions
-    assert digests == file_digests(str(tmp_path / "b"))
+    assert digests == file_digests(b)
 
 
 def test_same_seed_same_first_batch(expert_data):
@@ -259,17 +284,13 @@ def test_same_seed_same_first_batch(expert_data):
 # 2. A 2-node Ray cluster (last: it starts its own cluster after a single-node run)
 
 
-def test_two_node_cluster_conversion_and_training(expert_data, small_blocks, tmp_path, monkeypatch):
+def test_two_node_cluster_conversion_and_training(
+    expert_data, single_node_conversions, small_blocks, tmp_path, monkeypatch
+):
     from ray.cluster_utils import Cluster
 
     data, transitions = expert_data
-
-    # Single node first: the reference conversion.
-    start_local_ray()
-    try:
-        single = convert_to(data, str(tmp_path / "single"))
-    finally:
-        stop_ray()
+    single_dir, _, single, _ = single_node_conversions  # the single-node reference conversion
     assert single["transitions_out"] == transitions
 
     # Cluster() writes /tmp/ray/ray_current_cluster, which makes every plain ray.init() on
@@ -288,7 +309,7 @@ def test_two_node_cluster_conversion_and_training(expert_data, small_blocks, tmp
             multi = convert_to(data, str(tmp_path / "multi"))  # several tasks, 2 nodes
             assert multi["transitions_out"] == transitions
             assert multi["episodes_in"] == EPISODES
-            rows_single = read_sorted_rows(str(tmp_path / "single"))
+            rows_single = read_sorted_rows(single_dir)
             rows_multi = read_sorted_rows(str(tmp_path / "multi"))
             assert rows_multi.num_rows == transitions
             assert rows_multi.column_names == rows_single.column_names
