@@ -137,14 +137,16 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     )
 
 
-def start_cli(out_dir: Path, *args: str) -> Callable[[float], subprocess.CompletedProcess]:
-    """:func:`run_cli` started now, in the background (several runs that wait on Ray more than
-    they compute can run at once); its output goes to files in ``out_dir`` (never a full pipe).
-    Returns ``finished(timeout)``: waits for the run and gives it as ``run_cli`` would."""
-    cmd, env = _cli()
+def start_command(out_dir: Path, argv: Sequence[str]) -> Callable[[float], subprocess.CompletedProcess]:
+    """``argv`` started now, in the background, from the repository root with this checkout's
+    code first (``OFFLINE_GRAPH_DEBUG`` unset), as :func:`run_cli` runs the CLI: several runs
+    that wait on Ray more than they compute can run at once. Its output goes to files in
+    ``out_dir`` (never a full pipe). Returns ``finished(timeout)``: waits for the run (killing
+    it past ``timeout``) and gives it as ``subprocess.run`` would."""
+    _, env = _cli()
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "stdout", "w") as out, open(out_dir / "stderr", "w") as err:
-        proc = subprocess.Popen([*cmd, *args], cwd=ROOT, stdout=out, stderr=err, text=True, env=env)
+        proc = subprocess.Popen(list(argv), cwd=ROOT, stdout=out, stderr=err, text=True, env=env)
 
     def finished(timeout: float) -> subprocess.CompletedProcess:
         try:
@@ -157,6 +159,12 @@ def start_cli(out_dir: Path, *args: str) -> Callable[[float], subprocess.Complet
         return subprocess.CompletedProcess(proc.args, proc.returncode, text["stdout"], text["stderr"])
 
     return finished
+
+
+def start_cli(out_dir: Path, *args: str) -> Callable[[float], subprocess.CompletedProcess]:
+    """:func:`run_cli` started now, in the background (:func:`start_command`)."""
+    cmd, _ = _cli()
+    return start_command(out_dir, [*cmd, *args])
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, run_cli, start_command
 
 pytestmark = pytest.mark.slow
 
@@ -136,38 +136,19 @@ ray.shutdown()
 
 
 @pytest.fixture(scope="module", autouse=True)
-def script_run(tmp_path_factory) -> Iterator[Callable[[], subprocess.CompletedProcess]]:
-    """SCRIPT in a subprocess, started when the module starts so that it runs beside the main
-    command's runs (each waits on Ray starting and on its actors more than it computes); its
-    test waits for it (at most 300 s) and gets the finished process. Output goes to files, so
-    a run nobody waits for yet never blocks on a full pipe."""
-    env = {k: v for k, v in os.environ.items() if k != "OFFLINE_GRAPH_DEBUG"}
-    out_dir = tmp_path_factory.mktemp("script")
-    with open(out_dir / "stdout", "w") as out, open(out_dir / "stderr", "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", SCRIPT],
-            cwd=ROOT,
-            stdout=out,
-            stderr=err,
-            text=True,
-            env={**env, "PYTHONPATH": str(ROOT)},
-        )
-
-    def finished() -> subprocess.CompletedProcess:
-        proc.wait(timeout=300)
-        text = {name: (out_dir / name).read_text() for name in ("stdout", "stderr")}
-        return subprocess.CompletedProcess(proc.args, proc.returncode, text["stdout"], text["stderr"])
-
+def script_run(tmp_path_factory) -> Iterator[Callable[[float], subprocess.CompletedProcess]]:
+    """SCRIPT in a subprocess (:func:`tests.helpers.start_command`), started when the module
+    starts so that it runs beside the main command's runs (each waits on Ray starting and on
+    its actors more than it computes); its test waits for it and gets the finished process."""
+    finished = start_command(tmp_path_factory.mktemp("script"), [sys.executable, "-c", SCRIPT])
     yield finished
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    finished(300)  # a run no selected test waited for ends here, not later
 
 
 def test_stop_then_shutdown_prints_no_traceback(script_run):
     """Local learner (num_learners=0), Ray's default log_to_driver: algo.stop() closes the
     learner's Ray Data iterator, so nothing is finalized after ray.shutdown()."""
-    done = script_run()
+    done = script_run(300)
     assert done.returncode == 0, done.stderr
     assert "steps 128" in done.stdout
     traces = re.compile("Traceback|RuntimeError|Exception ignored")
