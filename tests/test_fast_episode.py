@@ -144,3 +144,11 @@ def test_numpy_scalar_actions_and_rewards_read_like_python_numbers() -> None:
         assert parts[0].obs.num_nodes.tolist() == [2, 3, 4]
     mixed = [{b"nd": False, b"type": "<i4", b"data": b"\x02\x00\x00\x00"}, 1]
     assert scalar_column(mixed).tolist() == [2, 1]
+    # a Python number first, numpy scalars after (RLlib takes either per step)
+    assert scalar_column([1, *mixed]).tolist() == [1, 2, 1]
+    ep = SingleAgentEpisode(observations=[graph(2)], infos=[{}], len_lookback_buffer=0)
+    for t, act in enumerate((3, np.int64(2), 1)):
+        ep.add_env_step(observation=graph(3 + t), action=act, reward=float(t), terminated=t == 2)
+    item = msgpack.packb(ep.get_state(), default=mnp.encode)
+    parts = read_transitions([item], [None], spec, 0.5, on_error="raise", seen_ids={}, stats=ReadStats())
+    assert [p.actions.tolist() for p in parts] == [[3, 2, 1]]

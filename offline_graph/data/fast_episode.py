@@ -82,12 +82,15 @@ def scalar_column(values: Any) -> np.ndarray:
     """T actions or rewards as a 1-D array. Raw decoding leaves numpy scalars (what
     ``add_env_step(action=np.argmax(...))`` stores) and 0-d arrays as msgpack-numpy maps
     (``{b"nd": False, b"type", b"data"}``, ``{b"nd": True, b"shape": (), ...}``): one dtype
-    is joined at once, mixed ones decoded each. An array (a whole column) is returned as is."""
+    is joined at once, mixed ones (also Python numbers among maps) decoded each. An array (a
+    whole column) is returned as is."""
     if isinstance(values, np.ndarray):
         return values
     try:
         if not len(values) or not isinstance(values[0], dict):
-            return np.asarray(values)
+            plain = np.asarray(values)
+            if plain.dtype != object:  # else numbers and maps mixed: decoded each below
+                return plain
         try:
             kinds = {(v[b"type"], v.get(b"shape") or ()) for v in values}
         except (TypeError, KeyError, AttributeError):  # not all maps, or unhashable fields
