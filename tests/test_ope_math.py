@@ -67,6 +67,21 @@ def test_bootstrap_interval_and_estimate_dict() -> None:
     assert ope.ess_warnings(1.0, 20) and not ope.ess_warnings(5.0, 20)
 
 
+def test_wis_without_a_weighted_episode_is_undefined_not_zero() -> None:
+    """Every episode weight 0 (the target never takes some logged action of each): WIS is NaN
+    and says why; resamples without a weighted episode do not count in the interval."""
+    zero = np.array([2.0, 0.0, 0.0])  # W = [0, 0]
+    out = ope.is_estimate("wis", REWARDS, zero, PTR, GAMMA, n_boot=20)
+    assert np.isnan(out["value"]) and np.isnan(out["ci_low"]) and out["ess"] == 0.0
+    (warning,) = ope.ess_warnings(out["ess"], 2)
+    assert "every logged episode has importance weight 0" in warning and "explore=True" in warning
+    # only episode 1 weighted (W = [0, 0.5]): every defined resample is G_1 = 3
+    one = ope.is_estimate("wis", REWARDS, np.array([2.0, 0.0, 0.5]), PTR, GAMMA, n_boot=50, seed=0)
+    assert (one["value"], one["ci_low"], one["ci_high"]) == (3.0, 3.0, 3.0)
+    # PDIS stays defined: step 0 of episode 0 keeps weight 2 (S_0 = 2): 1 * 1 + 0 + 0
+    assert ope.pdis(REWARDS, zero, PTR, GAMMA) == pytest.approx(1.0)
+
+
 def test_replicate_interval_by_hand() -> None:
     # replicates 1 and 3: sd (ddof 1) = sqrt(2); z(97.5%) = 1.959964
     low, high = ope.replicate_interval(10.0, np.array([1.0, 3.0]))

@@ -121,3 +121,25 @@ def test_max_concurrent_trials_leaves_the_read_cpu():
     # 1 (process) + 2 learners x 1 + pool's first actor x 1 = 4 per trial: (16 - 1) / 4
     assert trial_cpus(big) == (4.0, 4)
     assert max_concurrent_trials(big, nodes=[16]) == 3
+
+
+def test_max_concurrent_trials_counts_remote_offline_evaluation_runners():
+    """RLlib puts num_offline_eval_runners x num_cpus_per_offline_eval_runner in each trial's
+    bundle; counting them keeps the read CPU whole (2 trials x 0.75 on 2 CPUs left 0.5)."""
+    from offline_graph.rllib.env_setup import offline_runners, remote_runner_cpus
+    from offline_graph.rllib.ope_runner import share_small_machine
+    from offline_graph.rllib.resources import max_concurrent_trials, trial_cpus
+
+    cfg = BCConfig().learners(num_learners=0)
+    cfg.evaluation(offline_evaluation_interval=1, num_offline_eval_runners=1)
+    assert offline_runners(cfg) == (1.0, 1)  # RLlib's 1 CPU before the plan
+    cfg.offline_data(map_batches_kwargs=apply_plan(cfg, plan_resources(2, 0, runner_cpus=1.0)))
+    share_small_machine(cfg, 0.25)
+    # 0.25 (process + local learner) + 1 offline runner x 0.25 + 1 prelearner actor x 0.25
+    assert remote_runner_cpus(cfg) == (0.25, 1)
+    assert trial_cpus(cfg) == (0.75, 3)
+    assert max_concurrent_trials(cfg, nodes=[2]) == 1  # floor((2 - 1) / 0.75)
+    assert max_concurrent_trials(cfg, nodes=[4]) == 4  # floor(3 / 0.75); 4 >= 1 + 4 x 0.75
+    # RLlib builds the runners without an interval too; a local runner (0) is no actor
+    assert offline_runners(BCConfig().evaluation(num_offline_eval_runners=2)) == (2.0, 2)
+    assert offline_runners(BCConfig().evaluation(offline_evaluation_interval=1)) == (0.0, 0)

@@ -111,10 +111,13 @@ def _normalized(w: np.ndarray, ptr: np.ndarray) -> np.ndarray:
 
 
 def wis(rewards: np.ndarray, ratios: np.ndarray, ptr: np.ndarray, gamma: float) -> float:
-    """Per-episode weighted importance sampling (module doc); 0 when every weight is 0."""
+    """Per-episode weighted importance sampling (module doc); NaN when every weight is 0 (no
+    logged episode the target policy could have produced: the estimate is undefined)."""
     weights = episode_weights(ratios, ptr)
     total = weights.sum()
-    return float((weights * discounted_sums(rewards, ptr, gamma)).sum() / total) if total > 0 else 0.0
+    return (
+        float((weights * discounted_sums(rewards, ptr, gamma)).sum() / total) if total > 0 else float("nan")
+    )
 
 
 def pdis(rewards: np.ndarray, ratios: np.ndarray, ptr: np.ndarray, gamma: float) -> float:
@@ -165,7 +168,9 @@ def bootstrap_interval(
     level: float = 0.95,
 ) -> tuple[float, float]:
     """Percentile interval of ``estimate(steps, ptr)`` over ``n_boot`` resamples of whole
-    episodes (with replacement); ``estimate`` gets the resample's step indices and ptr."""
+    episodes (with replacement); ``estimate`` gets the resample's step indices and ptr. A
+    resample where the estimate is undefined (NaN: WIS without an episode of weight > 0) does
+    not count; NaN when none is defined."""
     if n_boot < 1:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
@@ -174,6 +179,9 @@ def bootstrap_interval(
     for b in range(int(n_boot)):
         steps, new_ptr = resample_episodes(ptr, rng.integers(0, n, size=n))
         values[b] = estimate(steps, new_ptr)
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return float("nan"), float("nan")
     low, high = np.quantile(values, [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(low), float(high)
 
@@ -252,7 +260,16 @@ def widen_interval(
 
 
 def ess_warnings(ess_value: float, episodes: int) -> list[str]:
-    """A warning when the effective sample size is below :data:`LOW_ESS_SHARE` of the episodes."""
+    """A warning when the effective sample size is below :data:`LOW_ESS_SHARE` of the episodes
+    (another when it is 0: every episode's weight is 0)."""
+    if episodes and ess_value == 0:
+        return [
+            f"every logged episode has importance weight 0 ({episodes} episodes): the target "
+            "policy gives probability 0 to at least one logged action of each (a greedy target, "
+            "explore=False, rarely repeats a whole logged episode). WIS is undefined (value "
+            "NaN) and PDIS / DR rest on the episodes' first steps only; use explore=True, or "
+            "method='fqe'."
+        ]
     if episodes and ess_value < LOW_ESS_SHARE * episodes:
         return [
             f"low effective sample size: {ess_value:.1f} of {episodes} episodes "

@@ -12,7 +12,7 @@ from typing import Any
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.collate_fn import GraphCollateFn
-from offline_graph.rllib.env_setup import eval_runner_cpus
+from offline_graph.rllib.env_setup import remote_runner_cpus
 from offline_graph.rllib.resources import map_actor_limit
 from offline_graph.rllib.settings import SETTINGS_KEY
 
@@ -67,7 +67,7 @@ def _cpu_problems(cfg: Any) -> list[str]:
     if cfg.num_learners > 0 and cfg.num_gpus_per_learner == 0:
         per = cfg.num_cpus_per_learner
         learner_cpus = cfg.num_learners * (1.0 if per in ("auto", None) else float(per))
-    runner_cpus, runners = eval_runner_cpus(cfg)  # remote evaluation EnvRunners
+    runner_cpus, runners = remote_runner_cpus(cfg)  # evaluation EnvRunners, offline eval runners
     needed = map_cpus * float(concurrency) + learner_cpus + runner_cpus + 1.0  # + one read task
     requests = [map_cpus, learner_cpus / max(cfg.num_learners, 1), runner_cpus / max(runners, 1)]
     if needed <= total and all(float(r).is_integer() for r in requests):
@@ -90,7 +90,7 @@ def _cpu_problems(cfg: Any) -> list[str]:
     return [
         f"CPU requests must leave one CPU for Ray Data's read tasks: prelearner actors "
         f"{concurrency} x {map_cpus} + learners {learner_cpus} + "
-        + (f"evaluation EnvRunners {runner_cpus} + " if runners else "")
+        + (f"evaluation runners {runner_cpus} + " if runners else "")
         + f"1 read = {needed} must be <= the cluster's {total} CPUs (found more). configure() "
         "sizes map_batches_kwargs (num_cpus, compute=ActorPoolStrategy) and num_cpus_per_learner "
         "to the cluster (0.25 CPU and one prelearner actor on a small machine) and sets "

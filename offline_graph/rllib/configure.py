@@ -66,12 +66,11 @@ from offline_graph.rllib.value_configure import (
     value_settings,
 )
 from offline_graph.rllib.collate_fn import GraphCollateFn
-from offline_graph.rllib.env_setup import configure_env, configure_multi_agent_env, eval_runner_cpus
+from offline_graph.rllib.env_setup import configure_env, configure_multi_agent_env, remote_runner_cpus
 from offline_graph.rllib.resources import SMALL_SHARE, apply_plan, cluster_size, plan_resources
 from offline_graph.rllib.prelearner import GraphOfflinePreLearner
 from offline_graph.rllib.ope_runner import (
     offline_evaluation_settings,
-    offline_runner_cpus,
     share_small_machine,
 )
 from offline_graph.rllib.settings import SETTINGS_KEY, GraphSettings, read_settings
@@ -203,7 +202,7 @@ def configure(
     iter_kwargs["collate_fn"] = GraphCollateFn()
     # Every learner batch holds exactly train_batch_size_per_learner transitions.
     iter_kwargs.setdefault("drop_last", True)
-    runner_cpus = eval_runner_cpus(cfg)[0] + offline_runner_cpus(cfg)
+    runner_cpus = remote_runner_cpus(cfg)[0]
     cpus, nodes = cluster_size()
     plan = plan_resources(cpus, cfg.num_learners, cfg.num_gpus_per_learner > 0, runner_cpus, nodes)
     logger.info(plan.line())

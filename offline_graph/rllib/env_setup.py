@@ -160,3 +160,21 @@ def eval_runner_cpus(cfg: Any) -> tuple[float, int]:
     runners = int(cfg.evaluation_num_env_runners or 0)
     per = cfg.num_cpus_per_env_runner
     return runners * float(1.0 if per in ("auto", None) else per), runners
+
+
+def offline_runners(cfg: Any) -> tuple[float, int]:
+    """(CPUs, actors) the remote offline evaluation runners of ``cfg`` take: RLlib builds them,
+    in the trial's placement group, whenever ``offline_evaluation_interval`` is set or
+    ``num_offline_eval_runners`` > 0 (0 runners: a local one, no actor)."""
+    runners = int(cfg.num_offline_eval_runners or 0)
+    if cfg.offline_evaluation_interval is None and runners == 0:
+        return 0.0, 0
+    return runners * float(cfg.num_cpus_per_offline_eval_runner), runners
+
+
+def remote_runner_cpus(cfg: Any) -> tuple[float, int]:
+    """(CPUs, actors) of every remote runner of ``cfg``: evaluation EnvRunners and offline
+    evaluation runners (what the CPU plan, its check and ``max_concurrent_trials`` count)."""
+    env_cpus, env_actors = eval_runner_cpus(cfg)
+    ope_cpus, ope_actors = offline_runners(cfg)
+    return env_cpus + ope_cpus, env_actors + ope_actors

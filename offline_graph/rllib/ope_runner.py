@@ -39,6 +39,7 @@ from offline_graph.data.files import list_files
 from offline_graph.data.logged import Logged, held_out_episodes, load_agents, load_logged
 from offline_graph.data.ope import METHODS
 from offline_graph.data.reader import spec_from_spaces
+from offline_graph.rllib.env_setup import offline_runners
 from offline_graph.rllib.multi_agent import user_mapping
 from offline_graph.rllib.ope import estimate_value, module_route
 from offline_graph.rllib.settings import SETTINGS_KEY, read_settings
@@ -69,20 +70,12 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
     return {"method": OPE_TYPES[kind], **(options or {})}
 
 
-def offline_runner_cpus(cfg: Any) -> float:
-    """CPUs the remote offline evaluation runners of ``cfg`` request (0 with a local runner
-    or no offline evaluation): counted by :func:`offline_graph.configure`'s CPU plan."""
-    if not cfg.offline_evaluation_interval:
-        return 0.0
-    return int(cfg.num_offline_eval_runners or 0) * float(cfg.num_cpus_per_offline_eval_runner)
-
-
 def share_small_machine(cfg: Any, share: float) -> None:
     """On a small machine (the CPU plan's fractional case) remote offline evaluation runners
     request ``share`` CPU instead of RLlib's 1 (a user's other value is kept): on 2 CPUs the
     runner's whole CPU left none for Ray Data's read tasks and the first ``train()`` waited
     forever. An estimate runs torch on one thread whatever the request."""
-    if offline_runner_cpus(cfg) and cfg.num_cpus_per_offline_eval_runner == 1:
+    if offline_runners(cfg)[1] and cfg.num_cpus_per_offline_eval_runner == 1:
         cfg.evaluation(num_cpus_per_offline_eval_runner=share)
 
 

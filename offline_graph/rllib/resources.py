@@ -73,7 +73,7 @@ def plan_resources(
     nodes: int = 1,
 ) -> ResourcePlan:
     """The plan for a cluster of ``cluster_cpus`` CPUs on ``nodes`` nodes (module docstring).
-    ``runner_cpus``: the CPUs of remote evaluation EnvRunners."""
+    ``runner_cpus``: the CPUs of remote evaluation EnvRunners and offline evaluation runners."""
     cpu_learners = num_learners if not gpu_learners else 0
     spare = cluster_cpus - READ_CPUS - cpu_learners * 1.0 - runner_cpus
     # A Tune trial also holds RLlib's 1 CPU for the algorithm's process (a driver holds none):
@@ -142,9 +142,10 @@ def map_actor_limit(map_kwargs: dict[str, Any], num_learners: int) -> int:
 def trial_cpus(cfg: Any) -> tuple[float, int]:
     """(CPUs, actors) one algorithm of a configured ``cfg`` holds while it trains, reads aside:
     its process (RLlib's trial bundle: ``max(num_cpus_per_learner, num_cpus_for_main_process)``
-    with a local learner), remote CPU learners and evaluation EnvRunners, and the prelearner
-    pool's first actors (Ray Data starts them outside the trial's placement group)."""
-    from offline_graph.rllib.env_setup import eval_runner_cpus
+    with a local learner), remote CPU learners, evaluation EnvRunners and offline evaluation
+    runners, and the prelearner pool's first actors (Ray Data starts them outside the trial's
+    placement group)."""
+    from offline_graph.rllib.env_setup import remote_runner_cpus
 
     def cpus(value: Any) -> float:
         return 1.0 if value in ("auto", None) else float(value)
@@ -158,7 +159,7 @@ def trial_cpus(cfg: Any) -> tuple[float, int]:
     kwargs = cfg.map_batches_kwargs or {}
     compute = kwargs.get("compute")
     first = int(getattr(compute, "min_size", None) or map_actor_limit(kwargs, cfg.num_learners))
-    runner_cpus, runners = eval_runner_cpus(cfg)
+    runner_cpus, runners = remote_runner_cpus(cfg)
     total = main + learners + runner_cpus + float(kwargs.get("num_cpus") or 1.0) * first
     return total, 1 + remote + runners + first
 
