@@ -367,6 +367,14 @@ def test_rllib_recorder_writes_episodes_our_tools_read(ray_session, tmp_path, ca
     transitions = sum(len(e) for e in sampled)
     runs = sorted(out.glob("*/run-*"))  # RLlib writes <output>/<env name>/run-<worker>-<call>/
     assert len(runs) == 1
+    # OPE reads the action_logp RLlib recorded (extra_model_outputs): the sampling module as
+    # the target (explore=True) weighs every step pi / mu = 1, so WIS is the mean return.
+    ope = offline_graph.estimate_value(
+        runner.module, [str(runs[0])], method="wis", gamma=1.0, explore=True, n_boot=20
+    )
+    assert (ope["behaviour"], ope["episodes"], ope["transitions"]) == ("logged", len(sampled), transitions)
+    assert ope["ess"] == pytest.approx(len(sampled), rel=1e-4)
+    assert ope["value"] == pytest.approx(np.mean([e.get_return() for e in sampled]), rel=1e-4)
     assert inspect_data.main([str(runs[0]), "--json"]) == 0  # inspect reads one directory level
     summary = json.loads(capsys.readouterr().out)
     assert (summary["episodes"], summary["transitions"]) == (len(sampled), transitions)
