@@ -41,11 +41,10 @@ import json
 import os
 import pickle
 import subprocess
-import sys
 from typing import Any
 
 from offline_graph.bench.case_memory import _proc_status_mb
-from offline_graph.bench.harness import BenchContext, Row
+from offline_graph.bench.harness import BenchContext, Row, spawn_worker, worker_result
 
 MODEL_CONFIG = {"hidden": 256, "layers": 3}
 TRAINED = ("color", "pick")
@@ -198,25 +197,11 @@ def _state_path(data_dir: str, n_modules: int) -> str:
 
 
 def _spawn(args: dict[str, Any]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from offline_graph.bench.case_league import league_worker; "
-            "league_worker(sys.argv[1])",
-            json.dumps(args),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return spawn_worker("offline_graph.bench.case_league", "league_worker", args)
 
 
 def _result(key: Any, proc: subprocess.Popen) -> dict[str, Any]:
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"league worker {key} failed:\n{err[-3000:]}")
-    return dict(json.loads(out.strip().splitlines()[-1]))
+    return worker_result("league", key, proc)
 
 
 def run_league(

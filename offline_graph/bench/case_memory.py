@@ -9,14 +9,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tracemalloc
 from dataclasses import asdict
 
 import pyarrow as pa
 
 from offline_graph.bench.data import BenchData
-from offline_graph.bench.harness import BenchContext, Row, item_batch, learner_rows
+from offline_graph.bench.harness import (
+    BenchContext,
+    Row,
+    item_batch,
+    learner_rows,
+    spawn_worker,
+    worker_result,
+)
 from offline_graph.bench.stock_data import padded_spaces
 from offline_graph.bench.synthetic import DataConfig
 
@@ -45,24 +51,8 @@ def case_memory(ctx: BenchContext) -> list[Row]:
                 "per_call": ctx.stock_episodes_per_call,
             }
             # One process per measurement, all at once: each process's own peak is measured.
-            procs[(who, n_max)] = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    "import sys; from offline_graph.bench.case_memory import "
-                    "memory_worker; memory_worker(sys.argv[1])",
-                    json.dumps(args),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-    res: dict[tuple[str, int], dict[str, float]] = {}
-    for key, proc in procs.items():
-        out, err = proc.communicate()
-        if proc.returncode != 0:
-            raise RuntimeError(f"memory worker {key} failed:\n{err[-3000:]}")
-        res[key] = json.loads(out.strip().splitlines()[-1])
+            procs[(who, n_max)] = spawn_worker("offline_graph.bench.case_memory", "memory_worker", args)
+    res = {key: worker_result("memory", key, proc) for key, proc in procs.items()}
     rows = []
     for n_max in (128, 512):
         o, s = res[("ours", n_max)], res[("stock", n_max)]

@@ -18,8 +18,11 @@ Ray and RLlib (``DEFAULT_MODULE_ID`` included) are imported where they are used,
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from statistics import median
@@ -31,6 +34,31 @@ from offline_graph.bench.data import BenchData
 from offline_graph.bench.synthetic import DataConfig, graph_spaces
 
 TRANSITIONS_S = "transitions/s"
+
+
+def spawn_worker(module: str, function: str, args: dict[str, Any]) -> subprocess.Popen:
+    """``function(json_args)`` of ``module`` run in a fresh Python process (its own memory
+    peak), stdout and stderr piped; read it with :func:`worker_result`."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; from {module} import {function}; {function}(sys.argv[1])",
+            json.dumps(args),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def worker_result(name: str, key: Any, proc: subprocess.Popen) -> dict[str, Any]:
+    """The JSON object a :func:`spawn_worker` process printed last; a RuntimeError with the
+    end of its stderr when it failed."""
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name} worker {key} failed:\n{err[-3000:]}")
+    return dict(json.loads(out.strip().splitlines()[-1]))
 
 
 @dataclass
@@ -101,9 +129,10 @@ class BenchContext:
         """Ray, started once on 2 CPUs (quiet Ray Data; full runs start actors before reads)."""
         import ray
 
+        from offline_graph.rllib.ray_session import start_ray
+
         if not self._ray:
-            if not ray.is_initialized():
-                ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            start_ray(2)
             dctx = ray.data.DataContext.get_current()
             dctx.enable_progress_bars = False
             dctx.print_on_execution_start = False

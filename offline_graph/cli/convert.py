@@ -73,10 +73,9 @@ def run_conversion(
 ) -> dict[str, Any]:
     """Start Ray if needed, run ``job`` on ``config_class`` settings from ``args`` (and
     ``settings``), print the episode counts; returns the report."""
-    import ray
+    from offline_graph.rllib.ray_session import start_ray
 
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
+    start_ray()
     report = job(
         config_class(
             input=args.input,

@@ -46,9 +46,8 @@ from offline_graph.cli.arguments import (
     run_job,
 )
 from offline_graph.cli.experiment_report import gaps, markdown, save_curves, write_results
-from offline_graph.cli.experiment_run import Row, record_episodes, train_rows
+from offline_graph.cli.experiment_run import Row, record_episodes, table_train_config, train_rows
 from offline_graph.cli.train_config import data_metadata, quiet_ray_data
-from offline_graph.cli.train_report import versions
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 
@@ -181,23 +180,7 @@ def rows_of(cfg: Config) -> list[Row]:
 
 def train_config(cfg: Config, row: Row, data: str, seed: int) -> train.Config:
     """The ``offline-graph train`` settings of one run (no checkpoint is written)."""
-    return train.Config(
-        algo=row.algo,
-        data=data,
-        checkpoint=os.path.join(cfg.output, "runs", f"{row.key}-s{seed}"),
-        iterations=cfg.iterations,
-        updates_per_iteration=cfg.updates_per_iteration,
-        batch_size=cfg.batch_size,
-        lr=cfg.lr,
-        beta=row.beta,
-        hidden=cfg.hidden,
-        layers=cfg.layers,
-        bag_of_nodes=row.bag_of_nodes,
-        seed=seed,
-        eval_episodes=cfg.eval_episodes,
-        eval_seed=cfg.eval_seed,
-        num_cpus=cfg.num_cpus,
-    )
+    return table_train_config(cfg, row, data, seed, beta=row.beta, bag_of_nodes=row.bag_of_nodes)
 
 
 # --------------------------------------------------------------------------- data
@@ -253,15 +236,7 @@ def run(cfg: Config) -> dict[str, Any]:
         flush=True,
     )
 
-    results = train_rows(
-        rows,
-        cfg.seeds,
-        lambda row, seed: train_config(cfg, row, data[row.data], seed),
-        cfg.eval_every,
-        base,
-        cfg.num_cpus,
-        t0,
-    )
+    results = train_rows(cfg, rows, data, train_config, base, t0)
     stats = {r["key"]: r["stats"] for r in results}
     result = {
         "settings": dataclasses.asdict(cfg),
@@ -269,10 +244,8 @@ def run(cfg: Config) -> dict[str, Any]:
         "baselines": base,
         "rows": results,
         "gaps": gaps(stats),
-        "wall_seconds": time.perf_counter() - t0,
-        "versions": versions(),
     }
-    return write_results(cfg.output, result, markdown, save_curves)
+    return write_results(cfg.output, result, t0, markdown, save_curves)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Callable
 
 import numpy as np
 
-from offline_graph.cli.train_report import json_default
+from offline_graph.cli.train_report import json_default, versions
 
 
 def row_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -110,11 +111,15 @@ def save_curves(path: str, result: dict[str, Any]) -> None:
 def write_results(
     output: str,
     result: dict[str, Any],
+    t0: float,
     table_of: Callable[[dict[str, Any]], str],
     curves: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Write ``result`` to ``output``/results.json and its table (``table_of``) to results.md,
-    and ``curves`` to learning_curves.png if given; print the table and the paths."""
+    """Add the run's ``wall_seconds`` (since ``t0``) and the package ``versions`` to ``result``,
+    write it to ``output``/results.json and its table (``table_of``) to results.md, and
+    ``curves`` to learning_curves.png if given; print the table and the paths."""
+    result["wall_seconds"] = time.perf_counter() - t0
+    result["versions"] = versions()
     names = [("json", "results.json"), ("md", "results.md")]
     if curves is not None:
         names.append(("png", "learning_curves.png"))

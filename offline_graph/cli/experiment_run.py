@@ -6,6 +6,7 @@ seeds in one Ray session (:func:`train_rows`)."""
 from __future__ import annotations
 
 import gc
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -122,30 +123,51 @@ def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> di
     }
 
 
+def table_train_config(cfg: Any, row: Row, data: str, seed: int, **settings: Any) -> train.Config:
+    """The ``offline-graph train`` settings of one (row, seed) run of a table whose Config
+    ``cfg`` has the training fields (``iterations`` .. ``num_cpus``); ``settings``: the
+    table's own (``beta``, ``env``, ...). The checkpoint path ``<output>/runs/<row>-s<seed>``
+    is only a name: :func:`train_run` saves nothing."""
+    return train.Config(
+        algo=row.algo,
+        data=data,
+        checkpoint=os.path.join(cfg.output, "runs", f"{row.key}-s{seed}"),
+        iterations=cfg.iterations,
+        updates_per_iteration=cfg.updates_per_iteration,
+        batch_size=cfg.batch_size,
+        lr=cfg.lr,
+        hidden=cfg.hidden,
+        layers=cfg.layers,
+        seed=seed,
+        eval_episodes=cfg.eval_episodes,
+        eval_seed=cfg.eval_seed,
+        num_cpus=cfg.num_cpus,
+        **settings,
+    )
+
+
 def train_rows(
+    cfg: Any,
     rows: list[Row],
-    seeds: int,
-    tcfg_of: Callable[[Row, int], train.Config],
-    eval_every: int,
+    data: dict[str, str],
+    train_config: Callable[[Any, Row, str, int], train.Config],
     base: dict[str, float],
-    num_cpus: int | None,
     t0: float,
 ) -> list[dict[str, Any]]:
-    """Every row trained with seeds ``0..seeds-1`` (``tcfg_of(row, seed)``) in one Ray session
-    (started here unless one runs), a line printed per run; returns the rows of results.json."""
-    import ray
-
+    """Every row trained with seeds ``0..cfg.seeds-1`` on its data set ``data[row.data]``
+    (``train_config(cfg, row, data, seed)``, scored every ``cfg.eval_every`` iterations) in
+    one Ray session (started on ``cfg.num_cpus`` unless one runs), a line printed per run;
+    returns the rows of results.json."""
     from offline_graph.cli.experiment_report import row_stats
+    from offline_graph.rllib.ray_session import start_ray, stop_ray
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    started = start_ray(cfg.num_cpus)
     results: list[dict[str, Any]] = []
     try:
         for row in rows:
             runs = []
-            for seed in range(seeds):
-                r = train_run(tcfg_of(row, seed), eval_every, base)
+            for seed in range(cfg.seeds):
+                r = train_run(train_config(cfg, row, data[row.data], seed), cfg.eval_every, base)
                 runs.append(r)
                 curve = " ".join(f"{c['score']:.0f}" for c in r["curve"])
                 print(
@@ -167,7 +189,5 @@ def train_rows(
                 }
             )
     finally:
-        if started:
-            gc.collect()
-            ray.shutdown()
+        stop_ray(started)
     return results

@@ -111,7 +111,6 @@ def _summary(checkpoint: str | None) -> dict[str, Any]:
 
 def run(cfg: Config) -> dict[str, Any]:
     """Restore, build PPO, load the weights, train and evaluate; returns the results."""
-    import ray
     import torch
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -123,6 +122,7 @@ def run(cfg: Config) -> dict[str, Any]:
         restore_module,
     )
     from offline_graph.rllib.online import configure_online, load_module_weights
+    from offline_graph.rllib.ray_session import start_ray
 
     env_name = cfg.env or _summary(cfg.checkpoint).get("data", {}).get("env")
     if not env_name:
@@ -142,8 +142,7 @@ def run(cfg: Config) -> dict[str, Any]:
         ]
         return {"mean_return": float(ret), "normalized": float(normalized_score(ret, random_, expert))}
 
-    if not ray.is_initialized():
-        ray.init(num_cpus=cfg.num_cpus, include_dashboard=False, log_to_driver=False)
+    start_ray(cfg.num_cpus)
     model_config: dict[str, Any] = dict(module.model_config or {})  # type: ignore[arg-type]
     config = (
         PPOConfig()

@@ -36,7 +36,6 @@ from offline_graph.cli.experiment import Row, begin
 from offline_graph.cli.experiment_report import row_stats, write_results
 from offline_graph.cli.experiment_run import record_episodes
 from offline_graph.cli.train_config import quiet_ray_data
-from offline_graph.cli.train_report import versions
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 
 ENV = "offline_graph/Team-v0"
@@ -284,7 +283,7 @@ def markdown(result: dict[str, Any], rows: list[Row]) -> str:
 # --------------------------------------------------------------------------- main
 def run(cfg: Config) -> dict[str, Any]:
     """The whole table as ``cfg`` says; returns what results.json holds."""
-    import ray
+    from offline_graph.rllib.ray_session import start_ray, stop_ray
 
     t0 = begin(cfg)
     rows = rows_of(cfg)
@@ -296,9 +295,7 @@ def run(cfg: Config) -> dict[str, Any]:
         if any(r.data == kind for r in rows):
             data[kind], made_by[f"{kind}_made_by"] = record_data(cfg, policy, episodes, seed)
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    started = start_ray(2)
     quiet_ray_data()
     runs: list[dict[str, Any]] = []
     try:
@@ -314,9 +311,7 @@ def run(cfg: Config) -> dict[str, Any]:
                     flush=True,
                 )
     finally:
-        if started:
-            gc.collect()
-            ray.shutdown()
+        stop_ray(started)
 
     stats = stats_of(rows, runs)
     result = {
@@ -326,10 +321,8 @@ def run(cfg: Config) -> dict[str, Any]:
         "runs": runs,
         "stats": stats,
         "targets": targets(stats),
-        "wall_seconds": time.perf_counter() - t0,
-        "versions": versions(),
     }
-    return write_results(cfg.output, result, lambda r: markdown(r, rows))
+    return write_results(cfg.output, result, t0, lambda r: markdown(r, rows))
 
 
 def main(argv: list[str] | None = None) -> int:

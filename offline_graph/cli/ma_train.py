@@ -39,7 +39,6 @@ Not for multi-agent data: --algo iql / cql, --frame-stack / --memory, --resume /
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import os
 import sys
@@ -208,7 +207,6 @@ def curve_path(cfg: Config, mid: str) -> str:
 def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
     """Train, save and evaluate every module as ``cfg`` says (``scan``: the data's files);
     returns the summary written to summary.json."""
-    import ray
     import torch
 
     from offline_graph.cli.checkpoint_info import load_mapping_fn
@@ -217,7 +215,8 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
     from offline_graph.env.making import DEFAULT_MASK_KEY
     from offline_graph.rllib import ma_evaluation as ma
     from offline_graph.rllib.checkpoints import MODULE_SUBDIR
-    from offline_graph.rllib.configure import data_report
+    from offline_graph.rllib.configure import data_report_or_error
+    from offline_graph.rllib.ray_session import start_ray, stop_ray
     from offline_graph.rllib.team_config import multi_agent_offline_config
 
     if cfg.torch_threads:
@@ -243,9 +242,7 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
         )
     print(f"data: {cfg.data} ({len(scan.files)} file(s) of multi-agent episodes, env {env_name or 'none'})")
 
-    started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(num_cpus=cfg.num_cpus, include_dashboard=False, log_to_driver=False)
+    started_ray = start_ray(cfg.num_cpus)
     algo = None
     history: dict[str, list[dict[str, Any]]] = {m: [] for m in plan.trained}
     try:
@@ -297,17 +294,12 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
         algo.save_to_path(**storage.target(cfg.checkpoint))  # a URI: our retrying file system
         ckpt = storage.absolute(cfg.checkpoint)
         modules = {m: algo.get_module(m) for m in plan.spaces}
-        try:
-            report: dict[str, Any] | None = data_report(config)
-        except Exception as err:  # noqa: BLE001 (the accounting is informative only)
-            report = {"error": f"{type(err).__name__}: {err}"}
+        report: dict[str, Any] | None = data_report_or_error(config)
     finally:
         if algo is not None:
             algo.stop()
-            del algo
-            gc.collect()  # the learners' Ray Data iterators, while Ray still runs
-        if started_ray:
-            ray.shutdown()
+            del algo  # its learners' Ray Data iterators go in stop_ray's collection
+        stop_ray(started_ray)
 
     evaluation: dict[str, Any] = {}
     if env_name and cfg.eval_episodes:

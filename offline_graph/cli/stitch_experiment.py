@@ -36,7 +36,6 @@ import argparse
 import dataclasses
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,9 +43,8 @@ from offline_graph.cli import train
 from offline_graph.cli.arguments import arg, bounded, check_bounds, parse_config, parser_for, run_job
 from offline_graph.cli.experiment import begin
 from offline_graph.cli.experiment_report import save_curves, score_table, write_results
-from offline_graph.cli.experiment_run import Row, record_episodes, train_rows
+from offline_graph.cli.experiment_run import Row, record_episodes, table_train_config, train_rows
 from offline_graph.cli.train_config import quiet_ray_data
-from offline_graph.cli.train_report import versions
 from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
 
 ENV = "offline_graph/Stitch-v0"
@@ -161,23 +159,7 @@ def train_config(cfg: Config, row: Row, data: str, seed: int) -> train.Config:
         value.update(cql_alpha=cfg.cql_alpha)
     else:
         value.update(beta=row.beta)
-    return train.Config(
-        algo=row.algo,
-        data=data,
-        checkpoint=os.path.join(cfg.output, "runs", f"{row.key}-s{seed}"),
-        iterations=cfg.iterations,
-        updates_per_iteration=cfg.updates_per_iteration,
-        batch_size=cfg.batch_size,
-        lr=cfg.lr,
-        hidden=cfg.hidden,
-        layers=cfg.layers,
-        seed=seed,
-        env=ENV,
-        eval_episodes=cfg.eval_episodes,
-        eval_seed=cfg.eval_seed,
-        num_cpus=cfg.num_cpus,
-        **value,
-    )
+    return table_train_config(cfg, row, data, seed, env=ENV, **value)
 
 
 def baselines(cfg: Config) -> dict[str, float]:
@@ -269,15 +251,7 @@ def run(cfg: Config) -> dict[str, Any]:
         f"{base['behaviour']:.2f} (score {behaviour:.1f})",
         flush=True,
     )
-    results = train_rows(
-        rows,
-        cfg.seeds,
-        lambda row, seed: train_config(cfg, row, data[row.data], seed),
-        cfg.eval_every,
-        base,
-        cfg.num_cpus,
-        t0,
-    )
+    results = train_rows(cfg, rows, data, train_config, base, t0)
     result = {
         "settings": dataclasses.asdict(cfg),
         "data": {k: data.get(k) for k in ("logs", "logs_made_by", "expert", "expert_made_by")},
@@ -285,10 +259,8 @@ def run(cfg: Config) -> dict[str, Any]:
         "behaviour_score": behaviour,
         "rows": results,
         "targets": targets({r["key"]: r["stats"] for r in results}, behaviour),
-        "wall_seconds": time.perf_counter() - t0,
-        "versions": versions(),
     }
-    return write_results(cfg.output, result, markdown, save_curves)
+    return write_results(cfg.output, result, t0, markdown, save_curves)
 
 
 def main(argv: list[str] | None = None) -> int:

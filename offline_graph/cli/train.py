@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import json
 import os
 import sys
@@ -120,7 +119,6 @@ def parse_args(argv: list[str] | None = None) -> Config:
 
 def run(cfg: Config) -> dict[str, Any]:
     """Train, save, evaluate as ``cfg`` says; returns the summary written to summary.json."""
-    import ray
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
@@ -134,7 +132,8 @@ def run(cfg: Config) -> dict[str, Any]:
     from offline_graph.jobs.recording import DEFAULT_MASK_KEY, make_env
     from offline_graph.env.data_spaces import resolve_spaces
     from offline_graph.rllib.offline_metrics import format_metrics, holdout_metrics
-    from offline_graph.rllib.configure import data_report
+    from offline_graph.rllib.configure import data_report_or_error
+    from offline_graph.rllib.ray_session import start_ray, stop_ray
     from offline_graph.cli.evaluate import format_legality
 
     # The kind (episodes / transitions) comes from the files' metadata; it sets
@@ -196,10 +195,7 @@ def run(cfg: Config) -> dict[str, Any]:
     start, history = resume_point(cfg, ident) if cfg.resume else (0, [])
     if start:
         print(f"resuming from iteration {start} of {cfg.checkpoint}")
-    started_ray = False
-    if not ray.is_initialized():
-        ray.init(num_cpus=cfg.num_cpus, include_dashboard=False, log_to_driver=False)
-        started_ray = True
+    started_ray = start_ray(cfg.num_cpus)
     algo = None
     selection = None
     try:
@@ -248,19 +244,12 @@ def run(cfg: Config) -> dict[str, Any]:
             selection.selector.clear()
         ckpt = storage.absolute(cfg.checkpoint)
         module = algo.get_module()
-        try:
-            report: dict[str, Any] | None = data_report(config)
-        except Exception as err:  # noqa: BLE001 (the accounting is informative only)
-            report = {"error": f"{type(err).__name__}: {err}"}
+        report: dict[str, Any] | None = data_report_or_error(config)
     finally:
         if algo is not None:
             algo.stop()
-            # Drop the learners' Ray Data iterators now: finalized after ray.shutdown()
-            # they log a traceback ("Ray is not initialized").
-            del algo
-            gc.collect()
-        if started_ray:
-            ray.shutdown()
+            del algo  # its learners' Ray Data iterators go in stop_ray's collection
+        stop_ray(started_ray)
 
     evaluation: dict[str, Any] = {}
     score = None

@@ -39,7 +39,7 @@ from offline_graph.data.validation import (
     Episode,
     EpisodeSpec,
     check_actions_rewards,
-    check_values,
+    checked_episode,
     values_ok,
 )
 
@@ -289,17 +289,7 @@ def fast_episode(
     def ctx(t: int | None = None, column: str | None = None) -> str:
         return where(file=file, row=row, episode_id=raw.id, t=t, column=column)
 
-    check_values(graphs, ctx)
-    check_actions_rewards(acts, rews, spec, ctx, graphs)
-    return Episode(
-        id=raw.id,
-        obs=graphs,
-        actions=acts.astype(np.int64, copy=False),
-        rewards=rews.astype(np.float32, copy=False),
-        terminated=raw.terminated,
-        truncated=raw.truncated and not raw.terminated,
-        t_started=raw.t_started,
-    )
+    return checked_episode(raw, graphs, acts, rews, spec, ctx)
 
 
 def _no_ctx(t: int | None = None, column: str | None = None) -> str:

@@ -319,6 +319,18 @@ def _all_multi_agent(parts: Sequence["Transitions"]) -> bool | None:
     return True if flags == {True} else None
 
 
+STEP_FIELDS = (
+    pa.field("rewards", pa.float32()),
+    pa.field("terminateds", pa.bool_()),
+    pa.field("truncateds", pa.bool_()),
+    pa.field("value_targets", pa.float32()),
+    pa.field("eps_id", pa.dictionary(pa.int32(), pa.string())),
+    pa.field("t", pa.int64()),
+)
+"""The Arrow fields of a transition row after its action and graph columns (single-agent
+rows, :func:`transition_schema`, and multi-agent ones, ``offline_graph.jobs.ma_convert``)."""
+
+
 def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
     """The Arrow schema of transition rows for ``spec`` (column order as in the docstring; the
     ``final_*`` columns are nullable)."""
@@ -336,14 +348,7 @@ def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
     if spec.action_level is not None:
         fields.append(pa.field(f"{spec.action_level}_mask", pa.list_(pa.bool_())))
     graphs = list(fields[1:])
-    fields += [
-        pa.field("rewards", pa.float32()),
-        pa.field("terminateds", pa.bool_()),
-        pa.field("truncateds", pa.bool_()),
-        pa.field("value_targets", pa.float32()),
-        pa.field("eps_id", pa.dictionary(pa.int32(), pa.string())),
-        pa.field("t", pa.int64()),
-    ]
+    fields += STEP_FIELDS
     return pa.schema(fields + [pa.field(FINAL + f.name, f.type, nullable=True) for f in graphs])
 
 

@@ -189,10 +189,24 @@ def validate_episode(
     ei_all = np.concatenate(eis, axis=1).astype(np.int64, copy=False)
     graphs = GraphColumns(x_all, counts_to_ptr(num_nodes), ei_all, counts_to_ptr(num_edges), edge_attr)
     _collect_masks(obs, graphs, spec, ctx)
+    return checked_episode(raw, graphs, actions, rewards, spec, ctx)
+
+
+def checked_episode(
+    raw: RawEpisode,
+    graphs: GraphColumns,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    spec: EpisodeSpec,
+    ctx: Any,
+) -> Episode:
+    """The :class:`Episode` of ``raw``'s built columns once its features and edge indices
+    (:func:`check_values`), actions and rewards (``check_actions_rewards``) pass (both the
+    full and the fast path, :mod:`offline_graph.data.fast_episode`)."""
     check_values(graphs, ctx)
     check_actions_rewards(actions, rewards, spec, ctx, graphs)
     return Episode(
-        id=eid,
+        id=raw.id,
         obs=graphs,
         actions=actions.astype(np.int64, copy=False),
         rewards=rewards.astype(np.float32, copy=False),
@@ -237,6 +251,18 @@ def _first_bad_step(bad: Any, ptr: np.ndarray) -> int:
     return int(np.searchsorted(ptr, int(np.argmax(bad)), side="right") - 1)
 
 
+def _check_finite(values: np.ndarray, ptr: np.ndarray, column: str, kind: str, rows: str, ctx: Any) -> None:
+    """Raise naming the first step of a row of ``values`` (node or edge features, offsets
+    ``ptr``) that holds NaN/inf."""
+    bad = ~np.isfinite(values).all(axis=1)
+    if bad.any():
+        raise _fail(
+            "nonfinite",
+            f"{ctx(_first_bad_step(bad, ptr), column)}: {kind} features must be finite (found "
+            f"{int(bad.sum())} {rows} with NaN/inf in the episode). Clean the recorder.",
+        )
+
+
 def values_ok(graphs: GraphColumns) -> bool:
     """Whether every feature is finite and every edge index in its graph's ``0..N-1``: whole-
     array reductions, no per-row temporaries (:func:`check_values` words the failures)."""
@@ -259,23 +285,9 @@ def check_values(graphs: GraphColumns, ctx: Any) -> None:
     """Features finite, edge indices in range; raises naming the first bad step."""
     if values_ok(graphs):
         return
-    bad_x = ~np.isfinite(graphs.x).all(axis=1)
-    if bad_x.any():
-        t = _first_bad_step(bad_x, graphs.node_ptr)
-        raise _fail(
-            "nonfinite",
-            f"{ctx(t, 'x')}: node features must be finite (found "
-            f"{int(bad_x.sum())} node rows with NaN/inf in the episode). Clean the recorder.",
-        )
+    _check_finite(graphs.x, graphs.node_ptr, "x", "node", "node rows", ctx)
     if graphs.edge_attr is not None and graphs.edge_attr.size:
-        bad_e = ~np.isfinite(graphs.edge_attr).all(axis=1)
-        if bad_e.any():
-            t = _first_bad_step(bad_e, graphs.edge_ptr)
-            raise _fail(
-                "nonfinite",
-                f"{ctx(t, 'edge_attr')}: edge features must be finite (found "
-                f"{int(bad_e.sum())} edges with NaN/inf in the episode). Clean the recorder.",
-            )
+        _check_finite(graphs.edge_attr, graphs.edge_ptr, "edge_attr", "edge", "edges", ctx)
     if graphs.edge_index.size:
         limit = np.repeat(graphs.num_nodes, graphs.num_edges)
         bad = ((graphs.edge_index < 0) | (graphs.edge_index >= limit[None, :])).any(axis=0)

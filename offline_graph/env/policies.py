@@ -7,7 +7,7 @@ an env observation with ``graph_to_dict(obs, env.edge_dim)``) and ``info`` the e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,25 @@ def _check_k(k: int, where: str) -> int:
     if int(k) < 1:
         raise ConfigError(f"{where}: k must be >= 1 (found {k!r}). It is the number of actions.")
     return int(k)
+
+
+RANDOM_ACTION_HINT = "It is the probability of a random action."
+MIXED_HINT = "'mixed' is the expert with probability 1-epsilon, else uniformly random."
+
+
+def check_name(where: str, name: str, names: Sequence[str], hint: str) -> None:
+    """Raise ``<where>: name must be one of [...] (found 'x'). <hint>`` unless ``name`` is one
+    of ``names`` (a policy's name)."""
+    if name not in names:
+        raise ConfigError(f"{where}: name must be one of {list(names)} (found {name!r}). {hint}")
+
+
+def check_epsilon(where: str, epsilon: float, hint: str, *, refuse_bool: bool = False) -> float:
+    """``epsilon`` as a float in [0, 1], else ``<where>: epsilon must be in [0, 1] (found x).
+    <hint>`` (``refuse_bool``: True and False are refused too)."""
+    if (refuse_bool and isinstance(epsilon, bool)) or not 0.0 <= float(epsilon) <= 1.0:
+        raise ConfigError(f"{where}: epsilon must be in [0, 1] (found {epsilon!r}). {hint}")
+    return float(epsilon)
 
 
 def expert_policy(k: int) -> Policy:
@@ -50,12 +69,7 @@ def random_policy(k: int, rng: np.random.Generator) -> Policy:
 def epsilon_policy(k: int, epsilon: float, rng: np.random.Generator) -> Policy:
     """The expert action with probability ``1 - epsilon``, else a uniformly random action."""
     k = _check_k(k, "epsilon_policy")
-    if not 0.0 <= float(epsilon) <= 1.0:
-        raise ConfigError(
-            f"epsilon_policy: epsilon must be in [0, 1] (found {epsilon!r}). "
-            "It is the probability of a random action."
-        )
-    eps = float(epsilon)
+    eps = check_epsilon("epsilon_policy", epsilon, RANDOM_ACTION_HINT)
 
     def policy(obs: GraphDict, info: dict[str, Any] | None = None) -> int:
         if rng.random() < eps:
@@ -86,12 +100,7 @@ def decoy_policy(k: int, epsilon: float, rng: np.random.Generator) -> Policy:
     while advantage weighting (MARWIL) can recover the expert from the rewards.
     """
     k = _check_k(k, "decoy_policy")
-    if not 0.0 <= float(epsilon) <= 1.0:
-        raise ConfigError(
-            f"decoy_policy: epsilon must be in [0, 1] (found {epsilon!r}). "
-            "It is the probability of the majority-color action."
-        )
-    eps = float(epsilon)
+    eps = check_epsilon("decoy_policy", epsilon, "It is the probability of the majority-color action.")
 
     def policy(obs: GraphDict, info: dict[str, Any] | None = None) -> int:
         if rng.random() < eps:
@@ -108,16 +117,17 @@ def make_policy(name: str, k: int, epsilon: float = 0.3, rng: np.random.Generato
     ``rng`` defaults to a fresh, unseeded ``np.random.default_rng()``.
     """
     rng = np.random.default_rng() if rng is None else rng
+    check_name(
+        "make_policy",
+        name,
+        POLICY_NAMES,
+        "'mixed' is the expert with probability 1-epsilon, else uniformly random; "
+        "'decoy' the expert, else the most frequent node color.",
+    )
     if name == "expert":
         return expert_policy(k)
     if name == "random":
         return random_policy(k, rng)
     if name == "mixed":
         return epsilon_policy(k, epsilon, rng)
-    if name == "decoy":
-        return decoy_policy(k, epsilon, rng)
-    raise ConfigError(
-        f"make_policy: name must be one of {list(POLICY_NAMES)} (found {name!r}). "
-        "'mixed' is the expert with probability 1-epsilon, else uniformly random; "
-        "'decoy' the expert, else the most frequent node color."
-    )
+    return decoy_policy(k, epsilon, rng)

@@ -30,7 +30,7 @@ from gymnasium.spaces import GraphInstance
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict, graph_to_dict
 from offline_graph.env.graph_env import _quantize, resolve_config
-from offline_graph.env.policies import Policy
+from offline_graph.env.policies import MIXED_HINT, RANDOM_ACTION_HINT, Policy, check_epsilon, check_name
 
 RECALL_POLICY_NAMES = ("expert", "random", "mixed")
 
@@ -240,17 +240,8 @@ class RecallEnv(gym.Env):
         ``1 - epsilon`` per step, else random; the expert sees every step, so it keeps the cue
         even when the step-0 action was random)."""
         k = self.num_actions
-        if name not in RECALL_POLICY_NAMES:
-            raise ConfigError(
-                f"RecallEnv.make_policy: name must be one of {list(RECALL_POLICY_NAMES)} (found {name!r}). "
-                "'mixed' is the expert with probability 1-epsilon, else uniformly random."
-            )
-        if not 0.0 <= float(epsilon) <= 1.0:
-            raise ConfigError(
-                f"RecallEnv.make_policy: epsilon must be in [0, 1] (found {epsilon!r}). "
-                "It is the probability of a random action."
-            )
-        eps = float(epsilon)
+        check_name("RecallEnv.make_policy", name, RECALL_POLICY_NAMES, MIXED_HINT)
+        eps = check_epsilon("RecallEnv.make_policy", epsilon, RANDOM_ACTION_HINT)
         expert = recall_expert(k)
 
         def random_action(obs: GraphDict, info: dict[str, Any] | None = None) -> int:

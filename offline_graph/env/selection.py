@@ -37,6 +37,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict
 from offline_graph.data.spaces import selection_level
 from offline_graph.env.graph_env import resolve_config
+from offline_graph.env.policies import MIXED_HINT, RANDOM_ACTION_HINT, check_epsilon, check_name
 
 Policy = Callable[[GraphDict, dict[str, Any]], int]
 SELECTION_POLICY_NAMES = ("expert", "random", "mixed")
@@ -196,17 +197,8 @@ def make_selection_policy(
 ) -> Policy:
     """``"expert"``, ``"random"`` (uniform over allowed choices) or ``"mixed"`` (expert with
     probability ``1 - epsilon``, else random) for a selection env."""
-    if name not in SELECTION_POLICY_NAMES:
-        raise ConfigError(
-            f"{where}: name must be one of {list(SELECTION_POLICY_NAMES)} (found {name!r}). "
-            "'mixed' is the expert with probability 1-epsilon, else uniformly random."
-        )
-    if not 0.0 <= float(epsilon) <= 1.0:
-        raise ConfigError(
-            f"{where}: epsilon must be in [0, 1] (found {epsilon!r}). "
-            "It is the probability of a random action."
-        )
-    eps = float(epsilon)
+    check_name(where, name, SELECTION_POLICY_NAMES, MIXED_HINT)
+    eps = check_epsilon(where, epsilon, RANDOM_ACTION_HINT)
 
     def random_choice(obs: GraphDict, info: dict[str, Any] | None = None) -> int:
         allowed = np.flatnonzero(choices(obs))

@@ -45,6 +45,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict
 from offline_graph.data.spaces import NodeAction
 from offline_graph.env.graph_env import _quantize
+from offline_graph.env.policies import check_epsilon, check_name
 from offline_graph.env.selection import (
     SELECTION_POLICY_NAMES,
     Policy,
@@ -146,12 +147,7 @@ def stitch_behaviour(door_prob: float, rng: np.random.Generator) -> Policy:
     Phase "hub" after the door: a uniformly random allowed node. Phase "hub" as the episode's
     first observation: the goal.
     """
-    if not 0.0 <= float(door_prob) <= 1.0:
-        raise ConfigError(
-            f"stitch_behaviour: epsilon must be in [0, 1] (found {door_prob!r}). "
-            "It is the probability of taking the door at the start."
-        )
-    p = float(door_prob)
+    p = check_epsilon("stitch_behaviour", door_prob, "It is the probability of taking the door at the start.")
     random_choice = make_selection_policy(
         "random", 0.0, rng, stitch_expert, stitch_choices, "stitch_behaviour"
     )
@@ -206,11 +202,12 @@ class StitchEnv(SelectionEnv):
         (:func:`stitch_behaviour` with door probability ``epsilon``)."""
         if name == "stitch":
             return stitch_behaviour(epsilon, rng)
-        if name not in STITCH_POLICY_NAMES:
-            raise ConfigError(
-                f"StitchEnv.make_policy: name must be one of {list(STITCH_POLICY_NAMES)} (found "
-                f"{name!r}). 'stitch' is the logs' behaviour (epsilon = door probability)."
-            )
+        check_name(
+            "StitchEnv.make_policy",
+            name,
+            STITCH_POLICY_NAMES,
+            "'stitch' is the logs' behaviour (epsilon = door probability).",
+        )
         return super().make_policy(name, epsilon, rng)
 
     def _draw(self, rng: np.random.Generator, hub: bool) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict
 from offline_graph.env.graph_env import correct_action
-from offline_graph.env.policies import majority_color
+from offline_graph.env.policies import check_epsilon, check_name, majority_color
 
 TeamPolicy = Callable[[str, GraphDict, dict[str, Any]], int]
 
@@ -137,19 +137,17 @@ def make_team_policy(name: str, epsilon: float = 0.6, rng: np.random.Generator |
     """Team policy by name: ``"expert"``, ``"random"``, ``"mixed"`` (= ``"decoy"``: the expert
     with probability ``1 - epsilon``, else the heuristic). ``rng`` defaults to an unseeded one."""
     where = "TeamEnv.make_policy"
-    if name not in TEAM_POLICY_NAMES:
-        raise ConfigError(
-            f"{where}: name must be one of {list(TEAM_POLICY_NAMES)} (found {name!r}). "
-            "'mixed' (alias 'decoy') is the expert with probability 1-epsilon, else a heuristic."
-        )
-    if isinstance(epsilon, bool) or not 0.0 <= float(epsilon) <= 1.0:
-        raise ConfigError(
-            f"{where}: epsilon must be in [0, 1] (found {epsilon!r}). "
-            "It is the probability of the heuristic (decoy) action."
-        )
+    check_name(
+        where,
+        name,
+        TEAM_POLICY_NAMES,
+        "'mixed' (alias 'decoy') is the expert with probability 1-epsilon, else a heuristic.",
+    )
+    hint = "It is the probability of the heuristic (decoy) action."
+    eps = check_epsilon(where, epsilon, hint, refuse_bool=True)
     rng = np.random.default_rng() if rng is None else rng
     if name == "expert":
         return team_expert
     if name == "random":
         return team_random(rng)
-    return team_decoy(float(epsilon), rng)
+    return team_decoy(eps, rng)

@@ -52,7 +52,7 @@ from offline_graph.data.errors import (
 from offline_graph.data.format import make_metadata
 from offline_graph.data.ma_stats import AgentSpaces, read_parts, resolve_agent_spaces
 from offline_graph.data.reader import ReadStats, batch_columns
-from offline_graph.data.transitions import Transitions
+from offline_graph.data.transitions import STEP_FIELDS, Transitions
 from offline_graph.data.validation import EpisodeSpec
 from offline_graph.jobs import conversion
 from offline_graph.rllib import accounting
@@ -66,12 +66,7 @@ MA_SCHEMA = pa.schema(
         pa.field("edge_attr", _ragged),
         pa.field("node_mask", pa.list_(pa.bool_())),
         pa.field("edge_mask", pa.list_(pa.bool_())),
-        pa.field("rewards", pa.float32()),
-        pa.field("terminateds", pa.bool_()),
-        pa.field("truncateds", pa.bool_()),
-        pa.field("value_targets", pa.float32()),
-        pa.field("eps_id", pa.dictionary(pa.int32(), pa.string())),
-        pa.field("t", pa.int64()),
+        *STEP_FIELDS,
         pa.field("agent_id", pa.dictionary(pa.int32(), pa.string())),
         pa.field("agent_id_int", pa.bool_()),
         pa.field("env_t", pa.int64()),

@@ -110,8 +110,9 @@ def record(jobs: list[RecordJob], workers: int = 1, show_progress: bool = True) 
         return
     import ray
 
-    if not ray.is_initialized():
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    from offline_graph.rllib.ray_session import start_ray
+
+    start_ray(workers)
     remote = ray.remote(num_cpus=1)(record_file)
     pending = [remote.remote(job) for job in jobs]
     while pending:

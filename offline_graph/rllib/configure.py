@@ -373,3 +373,12 @@ def data_report(config: Any) -> dict[str, Any]:
     out["files_rejected_by_reason"] = dict(settings.files_rejected)
     out["first_file_error_by_reason"] = dict(settings.file_errors)
     return out
+
+
+def data_report_or_error(config: Any) -> dict[str, Any]:
+    """:func:`data_report`, or ``{"error": "<type>: <message>"}`` where it fails: the
+    accounting a run's summary shows is informative only."""
+    try:
+        return data_report(config)
+    except Exception as err:  # noqa: BLE001 (the accounting is informative only)
+        return {"error": f"{type(err).__name__}: {err}"}

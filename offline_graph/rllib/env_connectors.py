@@ -125,8 +125,7 @@ class GraphObservationsToDicts(ConnectorV2):
         shared_data: dict | None = None,
         **kwargs: Any,
     ) -> Any:
-        action_spaces = self.input_action_space or getattr(rl_module, "action_space", None)
-        spaces = self.input_observation_space or getattr(rl_module, "observation_space", None)
+        spaces, action_spaces = input_spaces(self, rl_module)
         for episode in self.single_agent_episode_iterator(episodes):
             space = agent_space(spaces, episode)
             level = selection_level(agent_space(action_spaces, episode))
@@ -136,6 +135,15 @@ class GraphObservationsToDicts(ConnectorV2):
             if new is not obs:
                 episode.set_observations(at_indices=-1, new_data=new)
         return batch
+
+
+def input_spaces(piece: ConnectorV2, module: Any) -> tuple[Any, Any]:
+    """(observation space, action space) a connector piece works with: its own input spaces,
+    else those of ``module``."""
+    return (
+        piece.input_observation_space or getattr(module, "observation_space", None),
+        piece.input_action_space or getattr(module, "action_space", None),
+    )
 
 
 def agent_space(space: Any, episode: Any) -> Any:
@@ -209,8 +217,7 @@ class BatchGraphObservations(BatchIndividualItems):
         graphs, order = graphs_in_order(obs)
         if isinstance(obs, dict) and shared_data is not None:
             shared_data["memorized_map_structure"] = order
-        space = self.input_observation_space or getattr(rl_module, "observation_space", None)
-        action_space = self.input_action_space or getattr(rl_module, "action_space", None)
+        space, action_space = input_spaces(self, rl_module)
         edge_dim = _edge_dim(space, graphs[0] if graphs else None)
         batch[Columns.OBS] = graph_batch(graphs, edge_dim, selection_level(action_space))
         if states is not None:  # memory modules (offline_graph.rllib.env_states)
@@ -273,10 +280,17 @@ def graph_env_to_module(pipeline: ConnectorPipelineV2, mask_key: str | None = DE
         pipeline.prepend(GraphObservationsToDicts(mask_key=mask_key))
     if any(type(p) is AddTimeDimToBatchAndZeroPad for p in pipeline.connectors):
         pipeline.remove(AddTimeDimToBatchAndZeroPad)  # memory modules act in the step layout
+    replace_batching(pipeline, BatchGraphObservations)
+
+
+def replace_batching(pipeline: ConnectorPipelineV2, piece_class: type[BatchIndividualItems]) -> None:
+    """Put ``piece_class`` (a graph-batching subclass) in place of RLlib's
+    ``BatchIndividualItems`` in a built pipeline, multi-agent as the piece it replaces (in
+    place; a pipeline without one is left as it is)."""
     for piece in list(pipeline.connectors):
         if type(piece) is BatchIndividualItems:
             multi_agent = bool(getattr(piece, "_multi_agent", False))
-            pipeline.insert_before(BatchIndividualItems, BatchGraphObservations(multi_agent=multi_agent))
+            pipeline.insert_before(BatchIndividualItems, piece_class(multi_agent=multi_agent))
             pipeline.remove(BatchIndividualItems)
 
 
@@ -291,3 +305,13 @@ def graph_module_to_env(pipeline: ConnectorPipelineV2) -> None:
         pipeline.insert_before(NormalizeAndClipActions, TrimChoiceOutputs())
     else:
         pipeline.insert_after(UnBatchToIndividualItems, TrimChoiceOutputs())
+
+
+def graph_env_runner(runner: Any) -> None:
+    """Set up a built (single- or multi-agent) EnvRunner for graph observations: episodes not
+    turned to numpy (``to_numpy()`` stacks observations: impossible for ragged graphs), its
+    pipelines edited by :func:`graph_env_to_module` (with the runner's ``mask_key``) and
+    :func:`graph_module_to_env`."""
+    runner.episodes_to_numpy = False
+    graph_env_to_module(runner._env_to_module, mask_key=runner.mask_key)
+    graph_module_to_env(runner._module_to_env)

@@ -47,7 +47,7 @@ from ray.rllib.utils.annotations import override
 from ray.tune.registry import ENV_CREATOR, _global_registry
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.rllib.env_connectors import DEFAULT_MASK_KEY, graph_env_to_module, graph_module_to_env
+from offline_graph.rllib.env_connectors import DEFAULT_MASK_KEY, graph_env_runner
 from offline_graph.rllib.vector_env import GraphVectorEnv
 
 logger = logging.getLogger(__name__)
@@ -100,10 +100,7 @@ class GraphEnvRunner(SingleAgentEnvRunner):
     @override(SingleAgentEnvRunner)
     def __init__(self, *, config: Any, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
-        # to_numpy() stacks observations: impossible for ragged graphs.
-        self.episodes_to_numpy = False
-        graph_env_to_module(self._env_to_module, mask_key=self.mask_key)  # type: ignore[arg-type]
-        graph_module_to_env(self._module_to_env)  # type: ignore[arg-type]
+        graph_env_runner(self)
 
     @override(SingleAgentEnvRunner)
     def make_env(self) -> None:

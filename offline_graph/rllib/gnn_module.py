@@ -98,6 +98,20 @@ def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[
     return cfg
 
 
+def encoder_of(cfg: dict[str, Any], in_dim: int, edge_dim: int | None) -> GraphEncoder:
+    """A fresh :class:`GraphEncoder` as the resolved config ``cfg`` (:func:`resolve_gnn_config`)
+    says, for node features of size ``in_dim`` and edge features of size ``edge_dim``."""
+    return GraphEncoder(
+        in_dim,
+        cfg["hidden"],
+        cfg["layers"],
+        cfg["conv"],
+        cfg["pool"],
+        edge_dim,
+        bag_of_nodes=cfg["bag_of_nodes"],
+    )
+
+
 class GraphLogitsHead(nn.Module):
     """``Discrete(k)`` policy head: graph embedding [B, E] -> logits [B, k]."""
 
@@ -223,15 +237,7 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         cfg = resolve_gnn_config(self.model_config, self.observation_space)
         self.gnn_config = cfg
         in_dim, edge_dim = space_sizes(self.observation_space)
-        self._encoder = GraphEncoder(
-            in_dim,
-            cfg["hidden"],
-            cfg["layers"],
-            cfg["conv"],
-            cfg["pool"],
-            edge_dim,
-            bag_of_nodes=cfg["bag_of_nodes"],
-        )
+        self._encoder = encoder_of(cfg, in_dim, edge_dim)
         self._memory = build_temporal(cfg, self._encoder.hidden, self._encoder.out_dim)
         graph_dim = self._encoder.out_dim if self._memory is None else self._memory.out_dim
         if cfg["value_based"] == "cql":  # the policy is the Q network's (masked) argmax
@@ -243,15 +249,7 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
                 self.action_space, self._encoder, cfg["head_hidden"], edge_dim, graph_dim=graph_dim
             )
         if cfg["value_based"] == "iql":
-            critic_encoder = GraphEncoder(
-                in_dim,
-                cfg["hidden"],
-                cfg["layers"],
-                cfg["conv"],
-                cfg["pool"],
-                edge_dim,
-                bag_of_nodes=cfg["bag_of_nodes"],
-            )
+            critic_encoder = encoder_of(cfg, in_dim, edge_dim)
             num_q = 2 if cfg["twin_q"] else 1
             self._critic = QNetwork(
                 critic_encoder, self.action_space, edge_dim, cfg["head_hidden"], num_q, True

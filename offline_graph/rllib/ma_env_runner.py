@@ -37,7 +37,7 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.utils.annotations import override
 
 import offline_graph.env  # noqa: F401  (registers offline_graph/Team-v0 and co. in every runner)
-from offline_graph.rllib.env_connectors import DEFAULT_MASK_KEY, graph_env_to_module, graph_module_to_env
+from offline_graph.rllib.env_connectors import DEFAULT_MASK_KEY, graph_env_runner
 
 
 class GraphMultiAgentEnvRunner(MultiAgentEnvRunner):
@@ -49,9 +49,7 @@ class GraphMultiAgentEnvRunner(MultiAgentEnvRunner):
     @override(MultiAgentEnvRunner)
     def __init__(self, *, config: Any, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
-        self.episodes_to_numpy = False
-        graph_env_to_module(self._env_to_module, mask_key=self.mask_key)  # type: ignore[arg-type]
-        graph_module_to_env(self._module_to_env)  # type: ignore[arg-type]
+        graph_env_runner(self)
 
     def _new_episode(self, env_index: int, episodes: list[Any] | None = None) -> None:
         """RLlib's, with no observation spaces on the episode (see the module docstring)."""

@@ -42,7 +42,13 @@ from ray.rllib.policy.sample_batch import DEFAULT_POLICY_ID
 from ray.rllib.utils.annotations import override
 
 from offline_graph.data.spaces import selection_level
-from offline_graph.rllib.env_connectors import _edge_dim, graph_batch, graphs_in_order
+from offline_graph.rllib.env_connectors import (
+    _edge_dim,
+    graph_batch,
+    graphs_in_order,
+    input_spaces,
+    replace_batching,
+)
 from offline_graph.rllib.graph_minibatch import GraphMiniBatchIterator
 
 
@@ -72,8 +78,7 @@ class LearnerBatchGraphObservations(BatchIndividualItems):
     ) -> Any:
         obs = batch.pop(Columns.OBS, None)
         module = _sub_module(rl_module, DEFAULT_POLICY_ID)
-        space = self.input_observation_space or getattr(module, "observation_space", None)
-        action_space = self.input_action_space or getattr(module, "action_space", None)
+        space, action_space = input_spaces(self, module)
         level = selection_level(action_space)
         choices = batch.pop(Columns.ACTION_DIST_INPUTS, None) if level is not None else None
         batch = super().__call__(
@@ -112,13 +117,7 @@ def pad_choices(column: Any) -> np.ndarray:
 def graph_learner_connector(pipeline: ConnectorPipelineV2) -> None:
     """Replace RLlib's ``BatchIndividualItems`` in a built learner pipeline with
     :class:`LearnerBatchGraphObservations` (in place; running it again changes nothing)."""
-    for piece in list(pipeline.connectors):
-        if type(piece) is BatchIndividualItems:
-            multi_agent = bool(getattr(piece, "_multi_agent", False))
-            pipeline.insert_before(
-                BatchIndividualItems, LearnerBatchGraphObservations(multi_agent=multi_agent)
-            )
-            pipeline.remove(BatchIndividualItems)
+    replace_batching(pipeline, LearnerBatchGraphObservations)
 
 
 class GraphPPOTorchLearner(PPOTorchLearner):

@@ -8,7 +8,8 @@ so far, the accounting actor, and the two ways a batch comes in:
 
 A strategy (one module each, chosen once by :func:`offline_graph.rllib.reading.choose_reading`)
 adds :meth:`Reading.read` (a batch -> buffered, returns the new transitions),
-:meth:`Reading.sample` (what one call emits) and :meth:`Reading.rows` (that as Arrow rows).
+:meth:`Reading.sample` (what one call emits) and :meth:`Reading.rows` (that as Arrow rows);
+the strategies that emit runs of steps share :class:`BufferedRuns`.
 """
 
 from __future__ import annotations
@@ -143,6 +144,29 @@ class Reading:
         """``k = max(1, round(new / B))``: an epoch is about one pass over the data and each
         learner batch holds exactly B rows."""
         return max(1, int(round(new / self.batch_size)))
+
+
+class BufferedRuns(Reading):
+    """A strategy that emits runs of consecutive steps (``runs``, ``value``): episode rows, or
+    converted rows rebuilt per episode (``episodes=False``), buffered whole; each call's rows
+    are its sample as it is."""
+
+    def __init__(self, *args: Any, episodes: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.episodes = episodes
+
+    def read(self, batch: Any) -> int:
+        return self.read_buffered(batch, self.episodes)
+
+    def rows(self, sample: pa.Table) -> pa.Table:
+        return sample
+
+    def num_runs(self, data: Transitions, new: int, length: int) -> int:
+        """Runs of up to ``length`` trained steps drawn from the buffered ``data`` for ``new``
+        transitions: ``k * B`` with ``k`` from :meth:`num_batches` of ``new`` over the mean
+        trained steps per run (at most ``length``, at most an episode's mean length)."""
+        per_run = min(length, max(1.0, len(data) / max(1, episode_count(data))))
+        return self.num_batches(new / per_run) * self.batch_size
 
 
 def episode_count(data: Transitions) -> int:

@@ -10,38 +10,25 @@ once. Converted rows are rebuilt into episodes from ``eps_id`` / ``t`` (no re-re
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 
 from offline_graph.data.sequences import runs_to_arrow, sample_runs
 from offline_graph.data.transitions import transition_schema
-from offline_graph.rllib.reading.base import Reading, episode_count
+from offline_graph.rllib.reading.base import BufferedRuns
 from offline_graph.rllib.reading.episodes import KEEP
 
 
-class MemoryRuns(Reading):
+class MemoryRuns(BufferedRuns):
     """Episodes (or rows rebuilt into episodes) -> buffer -> ``k * B`` runs per call."""
 
     kind = "runs"
 
-    def __init__(self, *args: Any, episodes: bool, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.episodes = episodes
-
-    def read(self, batch: Any) -> int:
-        return self.read_buffered(batch, self.episodes)
-
     def sample(self, new: int) -> pa.Table:
         length, context = self.settings.seq_length, self.settings.seq_context
         data = self.buffer.all()
-        per_run = min(length, max(1.0, len(data) / max(1, episode_count(data))))
-        num = self.num_batches(new / per_run) * self.batch_size
+        num = self.num_runs(data, new, length)
         ctx0, start, stop = sample_runs(data, self.buffer.rng, num, length, context)
         return runs_to_arrow(data, ctx0, start, stop)
-
-    def rows(self, sample: pa.Table) -> pa.Table:
-        return sample
 
     def empty_table(self) -> pa.Table:
         """Zero run rows: every column of a transition row one level deeper, plus ``context``."""

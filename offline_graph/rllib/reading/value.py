@@ -10,41 +10,28 @@ length so a batch trains about ``B`` transitions (``L = value_run_length``, rows
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 
 from offline_graph.data.transitions import transition_schema
 from offline_graph.data.value_runs import MARKER, STEP_COLUMNS, sample_value_runs, value_runs_to_arrow
-from offline_graph.rllib.reading.base import Reading, episode_count
+from offline_graph.rllib.reading.base import BufferedRuns
 
 GRAPH_KEEP = ("x", "edge_index", "edge_attr", "node_mask", "edge_mask")
 
 
-class ValueRuns(Reading):
+class ValueRuns(BufferedRuns):
     """Episodes (or rows rebuilt into episodes) -> buffer -> value runs per call."""
 
     kind = "value"
 
-    def __init__(self, *args: Any, episodes: bool, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.episodes = episodes
-
-    def read(self, batch: Any) -> int:
-        return self.read_buffered(batch, self.episodes)
-
     def sample(self, new: int) -> pa.Table:
         length = self.settings.value_runs
         data = self.buffer.all()
-        per_run = min(length, max(1.0, len(data) / max(1, episode_count(data))))
-        num = self.num_batches(new / per_run) * self.batch_size
+        num = self.num_runs(data, new, length)
         start, stop = sample_value_runs(data, self.buffer.rng, num, length)
         if not len(start):  # no buffered step has its next observation yet (a cut episode)
             return self.empty_table()
         return value_runs_to_arrow(data, start, stop)
-
-    def rows(self, sample: pa.Table) -> pa.Table:
-        return sample
 
     def empty_table(self) -> pa.Table:
         assert self.spec is not None  # noqa: S101
