@@ -9,7 +9,7 @@ standard environment variables, read by pyarrow itself (for S3: ``AWS_ACCESS_KEY
 a URI in, URIs out; a local path in, local paths out.
 
 Retries. Every S3 file system the project makes comes from :func:`s3_filesystem` (our reads
-and writes, Ray Data's ``write_parquet`` in ``convert``, RLlib's offline reads and its
+and writes, ``convert``'s output files included, RLlib's offline reads and its
 checkpoints): a request that fails with an error AWS marks retryable (503 SlowDown and other
 throttling, 5xx, a reset or refused connection, a timeout) is sent again, up to
 ``OFFLINE_GRAPH_S3_MAX_ATTEMPTS`` attempts in all (default 6), with backoff set by

@@ -99,11 +99,8 @@ def run(scan: FileScan, cfg: Any, spec: Any, map_class: type, schema: pa.Schema)
     """read -> map_batches(convert_block) -> write of ``scan`` into ``cfg.output`` with the
     ``map_class`` map step (``spec``: its spec argument); returns the merged block accounting."""
     import ray
-    from ray.data.datasource import FilenameProvider
 
-    class _Names(FilenameProvider):
-        def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
-            return f"transitions-{task_index:06d}.parquet"
+    from offline_graph.jobs.sink import OrderedParquetSink
 
     ctx = ray.data.DataContext.get_current()
     previous = (ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled)
@@ -137,15 +134,18 @@ def run(scan: FileScan, cfg: Any, spec: Any, map_class: type, schema: pa.Schema)
         batch_format="pyarrow",
         num_cpus=cpus,
     )
+    storage.makedirs(cfg.output)  # also when no task writes (input files without rows)
     try:
-        _write(ds, cfg.output, _Names(), schema, cpus)
+        # one file per task, its blocks as row groups in order (offline_graph.jobs.sink)
+        ds.write_datasink(
+            OrderedParquetSink(cfg.output, schema, compression="zstd"), ray_remote_args={"num_cpus": cpus}
+        )
     except Exception as err:
         remove(stats_dir)
         reraise_project_error(err)
         raise
     finally:
         ctx.execution_options.preserve_order, ctx.op_resource_reservation_enabled = previous
-    storage.makedirs(cfg.output)  # input files without rows: no task wrote anything
     total = load_stats(stats_dir)
     remove(stats_dir)
     return total
@@ -203,19 +203,3 @@ def remove(directory: str) -> None:
         storage.remove_tree(directory)
     except (OSError, StorageError) as err:  # the job's result does not depend on it
         logger.warning("convert: could not remove %s (%s)", directory, err)
-
-
-def _write(ds: Any, output: str, names: Any, schema: pa.Schema, num_cpus: float) -> None:
-    from ray.data._internal.savemode import SaveMode
-
-    ds.write_parquet(
-        output,
-        # a URI: our retrying file system (offline_graph.data.storage), also in the workers
-        filesystem=storage.filesystem(output) if storage.is_uri(output) else None,
-        filename_provider=names,
-        arrow_parquet_args_fn=lambda: {"schema": schema, "compression": "zstd"},
-        ray_remote_args={"num_cpus": num_cpus},
-        # Names are per write task and the directory was checked empty: a retried task
-        # overwrites its own file, never another's.
-        mode=SaveMode.OVERWRITE,
-    )

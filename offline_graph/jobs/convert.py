@@ -1,6 +1,6 @@
 """The batch conversion job: episode files -> transition rows, every transition exactly once.
 
-``read (episode files) -> map_batches(ConvertEpisodes) -> write_parquet`` on Ray Data, fused
+``read (episode files) -> map_batches(ConvertEpisodes) -> write`` on Ray Data, fused
 into one task per input unit (whole row groups of one file, ``episodes_per_task`` rows): the
 task reads its rows, converts them and writes its own output file, so nothing but file names
 crosses the object store. The read is planned on the driver from the footers that
@@ -10,9 +10,11 @@ calls the same decode / validate / transition code as ``GraphOfflinePreLearner``
 (:func:`offline_graph.data.reader.read_transitions`) but emits every recorded transition once
 instead of replay-sampling, each episode's final observation on its last row (the
 ``final_*`` columns; the metadata says ``"final_obs": true``). Files are named by task
-(``transitions-<task>-<n>.parquet``) and the row order is preserved, so the same input gives
-the same output bytes, and a retried task (a killed worker) rewrites the same file instead of
-adding one.
+(``transitions-<task>-0.parquet``) and each task writes its blocks as row groups in the order
+it made them (:class:`offline_graph.jobs.sink.OrderedParquetSink`; Ray Data's
+``write_parquet`` may reorder them on a worker with several Arrow threads), so the same input
+gives the same output bytes, and a retried task (a killed worker) rewrites the same file
+instead of adding one.
 
 Skip-mode accounting goes to one small JSON file per input block under the output's
 ``_block_stats/`` (named by a digest of the block, so a retried block replaces its earlier
