@@ -42,6 +42,22 @@ def test_configure_sets_the_graph_algorithm_class(tmp_path):
     assert offline_graph.configure(mine).algo_class is MyGraphBC
 
 
+def test_configure_refuses_rllibs_own_prelearner(tmp_path):
+    """RLlib's OfflinePreLearner (as RLlib's docs set it) cannot decode graph episodes: refused
+    with or without an offline_data_class of the user's (the check ran only with one before)."""
+    from ray.rllib.offline.offline_data import OfflineData
+    from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+
+    for data_class in (None, OfflineData):
+        cfg = unconfigured_config(tmp_path).offline_data(
+            prelearner_class=OfflinePreLearner, offline_data_class=data_class
+        )
+        with pytest.raises(
+            ConfigError, match=r"must be GraphOfflinePreLearner or a subclass \(found 'OfflinePreLearner'\)"
+        ):
+            offline_graph.configure(cfg)
+
+
 def test_configure_refuses_other_algorithms(tmp_path):
     from ray.rllib.algorithms.dqn import DQNConfig
 

@@ -123,10 +123,13 @@ def configure(
         cfg.offline_data(prelearner_class=GraphOfflinePreLearner)
     if cfg.offline_data_class is None:
         cfg.offline_data(offline_data_class=GraphOfflineData)
-    elif not issubclass(cfg.prelearner_class, GraphOfflinePreLearner):
+    if not (
+        isinstance(cfg.prelearner_class, type) and issubclass(cfg.prelearner_class, GraphOfflinePreLearner)
+    ):
         problems.append(
             f"offline_data(prelearner_class=...) must be GraphOfflinePreLearner or a subclass "
-            f"(found {cfg.prelearner_class.__name__})"
+            f"(found {getattr(cfg.prelearner_class, '__name__', cfg.prelearner_class)!r}). RLlib's "
+            "OfflinePreLearner cannot decode graph episodes; leave prelearner_class unset"
         )
     if on_error not in ("raise", "skip"):
         problems.append(f"on_error must be 'raise' or 'skip' (found {on_error!r})")
