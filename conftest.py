@@ -1,5 +1,6 @@
 """Repository-root conftest: makes the repo root importable so tests can `import tests.helpers`,
-and shares one local 2-CPU Ray between the test modules that ask for ``ray_session``."""
+sizes Ray Data's Parquet footer readers to the test machine (below), and shares one local 2-CPU
+Ray between the test modules that ask for ``ray_session``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ import sys
 _ROOT = os.path.dirname(os.path.abspath(__file__))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+# Ray Data 2.60 lists Parquet input (every RLlib offline read, our conversions) through
+# RAY_DATA_PARQUET_FOOTER_NUM_ACTORS FooterReader actors per read, 32 by default, each placed on
+# a whole CPU. Files go to them in batches of 10, so a test's few files use the first actor and
+# the others only start worker processes (importing Ray Data) that are killed when the listing
+# ends: on 2 CPUs about half the worker processes of the algorithm-building modules. One per
+# read, set before any Ray starts, reaches every driver, Ray worker and CLI subprocess of the
+# session (they inherit os.environ); the footers are still read by a FooterReader actor.
+os.environ.setdefault("RAY_DATA_PARQUET_FOOTER_NUM_ACTORS", "1")
 
 
 import pytest  # noqa: E402
