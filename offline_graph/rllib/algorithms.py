@@ -27,7 +27,9 @@ override                    why
                             batch iterator (else its finalizer prints a traceback after
                             ``ray.shutdown()``) and the run's accounting: the totals stay
                             readable with ``data_report``, the cluster's stats actor
-                            forgets them
+                            forgets them. A script that never calls ``algo.stop()`` gets the
+                            iterator closed at interpreter exit, before Ray's own exit
+                            handler shuts Ray down (``setup`` registers it)
 ==========================  ==================================================================
 
 With an EnvRunner group (e.g. an env configured for evaluation) each override defers to RLlib.
@@ -40,6 +42,8 @@ To customise further, subclass ``GraphBC`` / ``GraphMARWIL`` (``configure`` keep
 
 from __future__ import annotations
 
+import atexit
+import weakref
 from typing import Any, Optional
 
 import ray
@@ -80,6 +84,9 @@ class GraphOfflineAlgorithm(Algorithm):
             cfg.algo_class = type(self)
             cfg.freeze()
         super().setup(config)
+        # After Ray's own exit handler (registered by ray.init, which ran before this):
+        # atexit runs the later registration first, so the iterator closes while Ray runs.
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     @override(Algorithm)
     def get_module(self, module_id: ModuleID = DEFAULT_MODULE_ID) -> Optional[RLModule]:
@@ -120,16 +127,33 @@ class GraphOfflineAlgorithm(Algorithm):
 
     @override(Algorithm)
     def cleanup(self) -> None:
-        group: Any = getattr(self, "learner_group", None)
-        if group is not None and group.is_local:
-            # The local Learner keeps its Ray Data batch iterator (a generator) for the next
-            # update; left open, its finalizer runs at interpreter exit, after ray.shutdown()
-            # ("Exception ignored in ... DataIterator._iter_batches": a traceback).
-            group.foreach_learner(close_data_iterator)
+        # The local Learner keeps its Ray Data batch iterator (a generator) for the next
+        # update; left open, its finalizer runs at interpreter exit, after ray.shutdown()
+        # ("Exception ignored in ... DataIterator._iter_batches": a traceback).
+        _close_local_iterators(self)
         super().cleanup()
         settings = read_settings(self.config, where=type(self).__name__)
         if settings.stats_name and ray.is_initialized():
             accounting.close(settings.stats_name)
+
+
+def _close_local_iterators(algo: Any) -> None:
+    """Close the local Learner's batch iterator (no-op with remote Learners or none)."""
+    group: Any = getattr(algo, "learner_group", None)
+    if group is not None and group.is_local:
+        group.foreach_learner(close_data_iterator)
+
+
+def _close_at_exit(ref: "weakref.ReferenceType[Any]") -> None:
+    """At interpreter exit: close a still-living algorithm's local batch iterator (its
+    generator's finalizer would otherwise log after the interpreter's shutdown began, which
+    prints "Exception ignored in ... DataIterator._iter_batches" with a traceback)."""
+    algo = ref()
+    if algo is not None:
+        try:
+            _close_local_iterators(algo)
+        except Exception:  # noqa: BLE001, S110 (exit: nothing left to report to)
+            pass
 
 
 def close_data_iterator(learner: Any) -> None:
