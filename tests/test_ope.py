@@ -8,6 +8,7 @@ greedy target "always 1" has value 1 + gamma; the uniform target has the behavio
 from __future__ import annotations
 
 import math
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -228,5 +229,16 @@ def test_cli_evaluate_data_prints_the_estimate(data, tmp_path) -> None:
         in proc.stdout
     )
     assert "48 episodes, 96 transitions" in proc.stdout and "behaviour logged" in proc.stdout
+    # FQE reports its progress on stderr: the first and the last iteration (and one per 10 s);
+    # the last one's estimate, mean V(s_0) over the episodes, is the printed value
+    fqe = run_cli(
+        "evaluate", "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "fqe",
+        "--gamma", "1.0", "--fqe-epochs", "3",
+    )  # fmt: skip
+    assert fqe.returncode == 0, fqe.stderr
+    steps = re.findall(r"fqe iteration (\d) of 3: loss [-\d.e+]+, estimate ([-\d.e+]+)", fqe.stderr)
+    assert [s for s, _ in steps] == ["1", "3"], fqe.stderr
+    printed = re.search(r"fqe estimate ([-\d.]+) ", fqe.stdout)
+    assert printed is not None and float(printed.group(1)) == pytest.approx(float(steps[-1][1]), abs=2e-3)
     bad = run_cli("evaluate", "--policy", "random", "--data", path)
     assert bad.returncode == 2 and "--data must come with --checkpoint" in bad.stderr

@@ -16,7 +16,11 @@ checkpoint is estimated on the agents mapped to it (``--policy-mapping``, else t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 from offline_graph.data import storage
@@ -33,6 +37,21 @@ def format_estimate(res: dict[str, Any]) -> str:
         text += f", ess {res['ess']:.1f}, behaviour {res['behaviour']}, clipped {100 * res['clipped']:.1f}%"
     text += f", {res['seconds']:.1f}s)"
     return "\n".join([text, *(f"warning: {w}" for w in res.get("warnings", []))])
+
+
+@contextlib.contextmanager
+def fqe_progress() -> Iterator[None]:
+    """FQE's progress records (:mod:`offline_graph.rllib.fqe`) on stderr while it runs."""
+    log = logging.getLogger("offline_graph.rllib.fqe")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level, log.level = log.level, logging.INFO
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 def check_module_env(module: Any, env_name: str, env_config: dict | None) -> None:
@@ -105,9 +124,11 @@ def run_offline(cfg: Any) -> dict[str, Any]:
     kw = dict(method=cfg.method, explore=cfg.explore, epochs=cfg.fqe_epochs, horizon=cfg.horizon, seed=seed)
     gamma = cfg.gamma if cfg.gamma is not None or not cfg.env else 1.0
     if _multi_agent(cfg):
-        return _run_modules(cfg, res, gamma, kw)
+        with fqe_progress():
+            return _run_modules(cfg, res, gamma, kw)
     module = restore_module(cfg.checkpoint)
-    res["estimate"] = estimate_value(module, cfg.data, gamma=gamma, **kw)
+    with fqe_progress():
+        res["estimate"] = estimate_value(module, cfg.data, gamma=gamma, **kw)
     lines = [format_estimate(res["estimate"])]
     if cfg.env:
         check_module_env(module, cfg.env, cfg.env_config)

@@ -47,7 +47,9 @@ of episode ``i``.
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +65,12 @@ from offline_graph.rllib.critic import legal, pick
 from offline_graph.rllib.gnn_layers import GraphEncoding
 from offline_graph.rllib.ope_policy import INFERENCE_BATCH, Choices, minibatches, q_network, torch_obs
 
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_SECONDS = 10.0
+"""Progress: an INFO record of this module's logger after the first iteration, then at most
+one per this many seconds, and after the last (``offline-graph evaluate`` shows them)."""
 
 MIN_ITERATIONS = 20
 """Automatic schedule: iterations before convergence is checked."""
@@ -192,7 +200,8 @@ def fit_fqe(
     batches = _endless(len(actions), settings.batch_size, rng)
     losses: list[float] = []
     estimates: list[float] = []
-    for _ in range(iterations):
+    started = last_report = time.monotonic()
+    for it in range(iterations):
         total, seen = 0.0, 0
         for _ in range(period):
             idx = next(batches)
@@ -218,7 +227,16 @@ def fit_fqe(
             if start_pi is None:
                 start_pi = pi.dense(start_idx, q0.shape[1])
             estimates.append(float(_expected(q0, start_pi).mean()))
-        if settings.epochs is None and settings.horizon is None and settled(estimates):
+        done = settings.epochs is None and settings.horizon is None and settled(estimates)
+        now = time.monotonic()
+        if it == 0 or done or it == iterations - 1 or now - last_report >= PROGRESS_SECONDS:
+            last_report = now
+            of = "" if settings.epochs is None and settings.horizon is None else f" of {iterations}"
+            logger.info(
+                "fqe iteration %d%s: loss %.4g, estimate %.4g (%.1fs)",
+                it + 1, of, losses[-1], estimates[-1], now - started,
+            )  # fmt: skip
+        if done:
             break
     q_all, v_all = _read(net, graphs, pi, acts)
     first = v_all[1:, ptr[:-1]]
