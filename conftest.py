@@ -44,15 +44,28 @@ def _shared_ray():
 def ray_session(_shared_ray):
     """A plain local Ray (2 CPUs, no dashboard) for one test module. Started by the first module
     that asks for it and left running for the next (``ray.init`` costs seconds); a module that
-    needs its own Ray (a cluster, env vars its workers must see) is marked ``own_ray`` and gets
-    none running. Algorithms are built, trained and stopped inside each test; at the module's
-    end the learners' Ray Data iterators are finalized while Ray still runs."""
+    needs its own Ray (a cluster, env vars its workers must see) is marked ``own_ray``, runs
+    after the others and gets none running. Algorithms are built, trained and stopped inside
+    each test; at the module's end the learners' Ray Data iterators are finalized while Ray
+    still runs."""
     import ray
 
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     gc.collect()
+
+
+def _runs_own_ray(item: pytest.Item) -> bool:
+    module = item.getparent(pytest.Module)
+    return module is not None and module.get_closest_marker("own_ray") is not None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules marked ``own_ray`` (a module mark) run after the others, in their own order:
+    each stops the shared Ray, so between ``ray_session`` modules each made the next one start
+    Ray (and Ray Data's per-session actors) again, four more times in a full run."""
+    items.sort(key=_runs_own_ray)  # stable: the order within each group is kept
 
 
 @pytest.fixture(scope="module", autouse=True)

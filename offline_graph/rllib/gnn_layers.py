@@ -13,17 +13,11 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
-from torch_geometric.nn import (
-    GCNConv,
-    GINConv,
-    GINEConv,
-    SAGEConv,
-    global_add_pool,
-    global_max_pool,
-    global_mean_pool,
-)
 
 from offline_graph.rllib.settings import CONVS
+
+# PyG is imported where it is used, not here: the prelearner actors import this module (the
+# config's module class) but never run a layer, and PyG's import is ~1 s of CPU per actor.
 
 # pool name -> multiple of `hidden` in the graph embedding width
 POOLS = {"mean": 1, "max": 1, "sum": 1, "meanmax": 2}
@@ -32,6 +26,8 @@ POOLS = {"mean": 1, "max": 1, "sum": 1, "meanmax": 2}
 def pool_nodes(h: torch.Tensor, batch: torch.Tensor, num_graphs: int, pool: str) -> torch.Tensor:
     """``h [sumN, H]`` pooled per graph -> ``[num_graphs, H * POOLS[pool]]`` (``size`` fixes the
     graph count, never inferred; "meanmax" concatenates mean and max)."""
+    from torch_geometric.nn import global_add_pool, global_max_pool, global_mean_pool
+
     if pool == "mean":
         return global_mean_pool(h, batch, size=num_graphs)
     if pool == "max":
@@ -69,6 +65,8 @@ class NodeLinear(nn.Module):
 
 def make_conv(kind: str, hidden: int, edge_dim: int | None) -> nn.Module:
     """One hidden -> hidden message-passing layer of type ``kind`` (see ``CONVS``)."""
+    from torch_geometric.nn import GCNConv, GINConv, GINEConv, SAGEConv
+
     if kind == "gcn":
         return GCNConv(hidden, hidden)
     if kind == "sage":

@@ -21,7 +21,6 @@ from __future__ import annotations
 import torch
 from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
 from torch import nn
-from torch_geometric.utils import scatter, to_dense_batch
 
 from offline_graph.rllib.gnn_layers import GraphEncoding, mlp
 
@@ -34,6 +33,8 @@ def segment_log_softmax(
     ``mask [C]`` (bool): False entries get ``-inf`` and do not take part in the normalisation.
     A segment whose entries are all masked gets ``-inf`` everywhere (no legal choice).
     """
+    from torch_geometric.utils import scatter  # here: see gnn_layers (prelearner actors)
+
     neg_inf = torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device)
     if mask is not None:
         logits = torch.where(mask.bool(), logits, neg_inf)
@@ -47,6 +48,8 @@ def segment_log_softmax(
 def dense_choices(values: torch.Tensor, index: torch.Tensor, num_segments: int) -> torch.Tensor:
     """``values [C]`` (sorted ``index``) -> ``[S, M]`` with ``M`` = the largest segment;
     empty slots and ``-inf`` entries hold ``finfo.min`` (probability 0, never NaN)."""
+    from torch_geometric.utils import to_dense_batch
+
     low = torch.finfo(values.dtype).min
     values = torch.where(torch.isfinite(values), values, torch.full_like(values, low))
     dense, _ = to_dense_batch(values.unsqueeze(-1), index, fill_value=low, batch_size=num_segments)
