@@ -24,29 +24,62 @@ import gymnasium as gym
 import torch
 from ray.rllib.core.columns import Columns
 from torch import nn
+from torch_geometric.utils import scatter
 
 from offline_graph.data.spaces import selection_level
 from offline_graph.rllib.gnn_layers import GraphEncoder, GraphEncoding, mlp
 from offline_graph.rllib.selection import SelectionHead
 
 
+def legal_pool(enc: GraphEncoding, obs: dict[str, torch.Tensor], level: str) -> torch.Tensor:
+    """Max and mean of the legal choices' features per graph ``[G, 2 * d]`` (node level: the
+    node embeddings, edge level: ``[h_src, h_dst]``; legal: ``action_mask`` when present, else
+    every choice); 0 for a graph without a legal choice."""
+    if level == "node":
+        feats, index = enc.nodes, enc.batch
+    else:
+        src, dst = obs["edge_index"].long()
+        feats, index = torch.cat([enc.nodes[src], enc.nodes[dst]], dim=-1), enc.batch[src]
+    mask = obs.get("action_mask")
+    keep = torch.ones(feats.shape[0], dtype=torch.bool, device=feats.device) if mask is None else mask.bool()
+    num = enc.ptr.numel() - 1
+    low = torch.finfo(feats.dtype).min
+    best = scatter(torch.where(keep[:, None], feats, torch.full_like(feats, low)), index, 0, dim_size=num, reduce="max")
+    count = scatter(keep.to(feats.dtype), index, 0, dim_size=num, reduce="sum")[:, None]
+    mean = scatter(feats * keep[:, None], index, 0, dim_size=num, reduce="sum") / count.clamp(min=1.0)
+    return torch.cat([torch.where(count > 0, best, torch.zeros_like(best)), mean], dim=-1)
+
+
 class QHead(nn.Module):
-    """Q values of every action of every graph (layout: module doc)."""
+    """Q values of every action of every graph (layout: module doc). With ``legal_context``
+    a node / edge head also reads :func:`legal_pool` of its graph (the Q of a choice can
+    depend on which other choices are legal: the best of the allowed ones)."""
 
     def __init__(
-        self, action_space: gym.Space, node_dim: int, graph_dim: int, edge_dim: int | None, head_hidden: int
+        self,
+        action_space: gym.Space,
+        node_dim: int,
+        graph_dim: int,
+        edge_dim: int | None,
+        head_hidden: int,
+        legal_context: bool = False,
     ) -> None:
         super().__init__()
         level = selection_level(action_space)
         self.choice: SelectionHead | None = None
         self.graph: nn.Module | None = None
+        self.context = level if legal_context else None
         if level is not None:
-            self.choice = SelectionHead(level, node_dim, graph_dim, edge_dim, head_hidden)
+            extra = 0 if self.context is None else 2 * node_dim * (1 if level == "node" else 2)
+            self.choice = SelectionHead(level, node_dim, graph_dim + extra, edge_dim, head_hidden)
         else:
             self.graph = mlp(graph_dim, head_hidden, int(action_space.n))  # type: ignore[attr-defined]
 
     def forward(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.choice is not None:
+            if self.context is not None:
+                ctx = legal_pool(enc, obs, self.context)
+                enc = GraphEncoding(enc.nodes, torch.cat([enc.graphs, ctx], dim=-1), enc.batch, enc.ptr)
             return self.choice.dense_scores(enc, obs)
         assert self.graph is not None  # noqa: S101 (one of the two is built)
         return self.graph(enc.graphs)  # type: ignore[no-any-return]
@@ -63,10 +96,11 @@ class QNetwork(nn.Module):
         head_hidden: int,
         num_q: int = 1,
         value: bool = False,
+        legal_context: bool = False,
     ) -> None:
         super().__init__()
         self.encoder = encoder
-        dims = (encoder.hidden, encoder.out_dim, edge_dim, head_hidden)
+        dims = (encoder.hidden, encoder.out_dim, edge_dim, head_hidden, legal_context)
         self.q_heads = nn.ModuleList([QHead(action_space, *dims) for _ in range(num_q)])
         self.v_head = mlp(encoder.out_dim, head_hidden, 1) if value else None
 

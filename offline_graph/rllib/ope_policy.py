@@ -182,6 +182,9 @@ def target_choices(
     return Choices(np.concatenate(parts) if parts else np.zeros(0), counts_to_ptr(counts))
 
 
+LEGAL_CONTEXT = True
+
+
 def q_network(
     observation_space: gym.Space, action_space: gym.Space, model: dict | None, num_q: int = 1
 ) -> QNetwork:
@@ -191,7 +194,7 @@ def q_network(
     cfg = resolve_gnn_config(model or {}, observation_space)
     in_dim, edge_dim = space_sizes(observation_space)
     encoder = GraphEncoder(in_dim, cfg["hidden"], cfg["layers"], cfg["conv"], cfg["pool"], edge_dim)
-    return QNetwork(encoder, action_space, edge_dim, cfg["head_hidden"], num_q=num_q)
+    return QNetwork(encoder, action_space, edge_dim, cfg["head_hidden"], num_q=num_q, legal_context=LEGAL_CONTEXT)
 
 
 def fit_behaviour(
