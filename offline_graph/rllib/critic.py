@@ -44,7 +44,8 @@ def legal_pool(enc: GraphEncoding, obs: dict[str, torch.Tensor], level: str) -> 
     keep = torch.ones(feats.shape[0], dtype=torch.bool, device=feats.device) if mask is None else mask.bool()
     num = enc.ptr.numel() - 1
     low = torch.finfo(feats.dtype).min
-    best = scatter(torch.where(keep[:, None], feats, torch.full_like(feats, low)), index, 0, dim_size=num, reduce="max")
+    masked = torch.where(keep[:, None], feats, torch.full_like(feats, low))
+    best = scatter(masked, index, 0, dim_size=num, reduce="max")
     count = scatter(keep.to(feats.dtype), index, 0, dim_size=num, reduce="sum")[:, None]
     mean = scatter(feats * keep[:, None], index, 0, dim_size=num, reduce="sum") / count.clamp(min=1.0)
     return torch.cat([torch.where(count > 0, best, torch.zeros_like(best)), mean], dim=-1)
