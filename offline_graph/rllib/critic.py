@@ -24,7 +24,6 @@ import gymnasium as gym
 import torch
 from ray.rllib.core.columns import Columns
 from torch import nn
-from torch_geometric.utils import scatter
 
 from offline_graph.data.spaces import selection_level
 from offline_graph.rllib.gnn_layers import GraphEncoder, GraphEncoding, mlp
@@ -35,6 +34,8 @@ def legal_pool(enc: GraphEncoding, obs: dict[str, torch.Tensor], level: str) -> 
     """Max and mean of the legal choices' features per graph ``[G, 2 * d]`` (node level: the
     node embeddings, edge level: ``[h_src, h_dst]``; legal: ``action_mask`` when present, else
     every choice); 0 for a graph without a legal choice."""
+    from torch_geometric.utils import scatter  # here: see gnn_layers (prelearner actors)
+
     if level == "node":
         feats, index = enc.nodes, enc.batch
     else:
