@@ -9,32 +9,22 @@ import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.models.torch.torch_distributions import TorchCategorical
 
 import offline_graph
+from tests.ope_outside_data import CategoricalModule
 
 
 ev = offline_graph.estimate_value
 
 
-class Outside(TorchRLModule):
+class Outside(CategoricalModule):
     """A plain outside module, no parameters: ``_forward_inference`` gives the logits of the
     policy under test (``logits(obs) -> [B, k]``); ``_forward`` (exploration / train) gives
     uniform logits on purpose, so a caller that reads the wrong forward gets a wrong value."""
 
     def setup(self):
         self.rule = self.model_config["rule"]
-
-    def get_inference_action_dist_cls(self):
-        return TorchCategorical
-
-    def get_exploration_action_dist_cls(self):
-        return TorchCategorical
-
-    def get_train_action_dist_cls(self):
-        return TorchCategorical
 
     def _forward_inference(self, batch, **kwargs):
         return {Columns.ACTION_DIST_INPUTS: self.rule(batch[Columns.OBS])}
