@@ -27,7 +27,7 @@ from torch import nn
 
 from offline_graph.data.spaces import selection_level
 from offline_graph.rllib.gnn_layers import GraphEncoder, GraphEncoding, mlp
-from offline_graph.rllib.selection import SelectionHead
+from offline_graph.rllib.selection import SelectionHead, choice_features, choice_index
 
 
 def legal_pool(enc: GraphEncoding, obs: dict[str, torch.Tensor], level: str) -> torch.Tensor:
@@ -36,11 +36,7 @@ def legal_pool(enc: GraphEncoding, obs: dict[str, torch.Tensor], level: str) -> 
     every choice); 0 for a graph without a legal choice."""
     from torch_geometric.utils import scatter  # here: see gnn_layers (prelearner actors)
 
-    if level == "node":
-        feats, index = enc.nodes, enc.batch
-    else:
-        src, dst = obs["edge_index"].long()
-        feats, index = torch.cat([enc.nodes[src], enc.nodes[dst]], dim=-1), enc.batch[src]
+    feats, index = choice_features(level, enc, obs), choice_index(level, enc, obs)
     mask = obs.get("action_mask")
     keep = torch.ones(feats.shape[0], dtype=torch.bool, device=feats.device) if mask is None else mask.bool()
     num = enc.ptr.numel() - 1

@@ -200,6 +200,8 @@ def fit_fqe(
     batches = _endless(len(actions), settings.batch_size, rng)
     losses: list[float] = []
     estimates: list[float] = []
+    automatic = settings.epochs is None and settings.horizon is None  # until settled
+    of = "" if automatic else f" of {iterations}"
     started = last_report = time.monotonic()
     for it in range(iterations):
         total, seen = 0.0, 0
@@ -227,11 +229,10 @@ def fit_fqe(
             if start_pi is None:
                 start_pi = pi.dense(start_idx, q0.shape[1])
             estimates.append(float(_expected(q0, start_pi).mean()))
-        done = settings.epochs is None and settings.horizon is None and settled(estimates)
+        done = automatic and settled(estimates)
         now = time.monotonic()
         if it == 0 or done or it == iterations - 1 or now - last_report >= PROGRESS_SECONDS:
             last_report = now
-            of = "" if settings.epochs is None and settings.horizon is None else f" of {iterations}"
             logger.info(
                 "fqe iteration %d%s: loss %.4g, estimate %.4g (%.1fs)",
                 it + 1, of, losses[-1], estimates[-1], now - started,
@@ -242,7 +243,7 @@ def fit_fqe(
     first = v_all[1:, ptr[:-1]]
     weights = episode_w[1:]
     boot = (weights * first).sum(1) / np.maximum(weights.sum(1), 1e-12)
-    converged = settings.epochs is not None or settings.horizon is not None or settled(estimates)
+    converged = not automatic or settled(estimates)
     return FQEValues(q_all[0], v_all[0], losses, boot, q_all[1:], v_all[1:], estimates, converged, period)
 
 

@@ -67,6 +67,21 @@ class TorchChoiceCategorical(TorchCategorical):
     """
 
 
+def choice_index(level: str, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Graph id of every node (``level="node"``) or edge choice ``[C]`` (sorted)."""
+    if level == "node":
+        return enc.batch
+    return enc.batch[obs["edge_index"][0].long()]
+
+
+def choice_features(level: str, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Every choice's own features: its node embedding ``h_v``, or an edge's ``[h_src, h_dst]``."""
+    if level == "node":
+        return enc.nodes
+    src, dst = obs["edge_index"].long()
+    return torch.cat([enc.nodes[src], enc.nodes[dst]], dim=-1)
+
+
 class SelectionHead(nn.Module):
     """Scores every node (``level="node"``) or every edge (``level="edge"``) of every graph.
 
@@ -84,21 +99,14 @@ class SelectionHead(nn.Module):
 
     def choice_index(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Graph id of every choice (sorted)."""
-        if self.level == "node":
-            return enc.batch
-        return enc.batch[obs["edge_index"][0].long()]
+        return choice_index(self.level, enc, obs)
 
     def scores(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Raw score of every choice ``[C]`` (node / edge order of the batch)."""
-        if self.level == "node":
-            feats = torch.cat([enc.nodes, enc.graphs[enc.batch]], dim=-1)
-        else:
-            src, dst = obs["edge_index"].long()
-            parts = [enc.nodes[src], enc.nodes[dst], enc.graphs[enc.batch[src]]]
-            if self.edge_dim is not None:
-                parts.append(obs["edge_attr"].to(enc.nodes.dtype))
-            feats = torch.cat(parts, dim=-1)
-        return self.mlp(feats).squeeze(-1)
+        parts = [choice_features(self.level, enc, obs), enc.graphs[self.choice_index(enc, obs)]]
+        if self.edge_dim is not None:
+            parts.append(obs["edge_attr"].to(enc.nodes.dtype))
+        return self.mlp(torch.cat(parts, dim=-1)).squeeze(-1)
 
     def forward(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         num_graphs = enc.ptr.numel() - 1
