@@ -261,7 +261,7 @@ def _estimate(
                 fqe_estimate["value"], fitted.boot
             )
     # FQE checked by DR where the logs carry the behaviour's probabilities (no clone for it)
-    checked = method == "fqe" and behaviour != "bc" and logged.behaviour_logp is not None
+    checked = method == "fqe" and _logged_logp(logged, behaviour) is not None
     if method != "fqe" or checked:
         mu, used = _behaviour(logged, behaviour, module, bc_epochs, settings, seed)
         ratios, clipped = ope.step_ratios(pi.at(trans.actions), mu, clip)
@@ -323,6 +323,12 @@ def _bc_warning(logged: Logged, behaviour: Behaviour) -> str:
     return "no logged action_logp: " + clone
 
 
+def _logged_logp(logged: Logged, behaviour: Behaviour) -> np.ndarray | None:
+    """The logged ``action_logp`` per step when ``mu`` comes from it (every episode has it, and
+    ``behaviour`` is not "bc"), else None."""
+    return None if behaviour == "bc" else logged.behaviour_logp
+
+
 def _behaviour(
     logged: Logged,
     behaviour: Behaviour,
@@ -332,8 +338,9 @@ def _behaviour(
     seed: int,
 ) -> tuple[np.ndarray, str]:
     """``(mu(a | s) per step, "logged" | "bc")``."""
-    if behaviour != "bc" and logged.behaviour_logp is not None:
-        return np.exp(logged.behaviour_logp), "logged"
+    logp = _logged_logp(logged, behaviour)
+    if logp is not None:
+        return np.exp(logp), "logged"
     if behaviour == "logged":
         raise ConfigError(
             "estimate_value: with behaviour='logged' every episode's extra_model_outputs must "
