@@ -15,7 +15,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.logged import held_out_episodes, load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.gnn_module import GNNModule
-from offline_graph.rllib.ope_runner import GraphOPERunner
+from offline_graph.rllib.ope_runner import GraphOPERunner, late_offline_evaluation
 from tests.test_ope import SPACE, logged_episodes
 
 ACT = gym.spaces.Discrete(2)
@@ -73,6 +73,21 @@ def test_offline_evaluation_options_are_checked(tmp_path) -> None:
     assert (
         offline_graph.configure(config).learner_config_dict["offline_graph"]["offline_evaluation"] == settings
     )
+    # options given before the type are kept for it; the type set after configure is mapped
+    # when the algorithm is built, also from the dict a Tune trial gets
+    late = bc_config(path, "eval_loss", epochs=3).evaluation(offline_evaluation_type="fqe")
+    assert late.learner_config_dict["offline_graph"]["offline_evaluation"] == {"epochs": 3}
+    as_dict = late.to_dict()
+    late_offline_evaluation(as_dict)
+    assert as_dict["offline_evaluation_type"] == "eval_loss"
+    assert as_dict["offline_eval_runner_class"] is GraphOPERunner
+    assert as_dict["learner_config_dict"]["offline_graph"]["offline_evaluation"] == {
+        "method": "fqe",
+        "epochs": 3,
+    }
+    late_offline_evaluation(late)
+    assert (late.offline_evaluation_type, late.offline_eval_runner_class) == ("eval_loss", GraphOPERunner)
+    assert late.learner_config_dict["offline_graph"]["offline_evaluation"] == {"method": "fqe", "epochs": 3}
 
 
 MIXED = str(Path(__file__).resolve().parents[1] / "sample_data" / "mixed")

@@ -18,6 +18,7 @@ import offline_graph
 from offline_graph import ConfigError, GNNModule, GraphOfflinePreLearner, NodeAction
 from offline_graph.data.space_text import graph_space
 from offline_graph.env import STITCH_ID
+from offline_graph.rllib.ope_runner import GraphOPERunner
 from offline_graph.rllib.value_algorithms import GraphCQL, GraphIQL
 
 OBS = graph_space(7, 1)  # Stitch-v0: 5 flag features + 2 noise features, a constant edge feature
@@ -171,12 +172,27 @@ def test_cql_module_acts_by_the_masked_argmax_of_q() -> None:
     assert int(action.to_deterministic().sample()[0]) == legal[int(raw[legal].argmax())]
 
 
-def test_rllib_is_and_pdis_set_after_configure_are_refused_at_build(ray_session, stitch_logs):
-    config = value_config(IQLConfig, stitch_logs, beta=3.0).evaluation(
-        offline_evaluation_interval=1, offline_evaluation_type="pdis"
-    )
-    with pytest.raises(ConfigError, match="must be set before offline_graph.configure"):
-        config.build_algo()
+def test_rllib_fqe_set_after_configure_runs_our_estimator(ray_session, stitch_logs):
+    """evaluation(offline_evaluation_type="fqe"), a type RLlib's validate does not know, set on
+    an already configured IQL config (with configure's offline_evaluation options): built as
+    configure maps it, the reported value is our FQE of the trained module on every episode
+    (holdout 0)."""
+    config = value_config(IQLConfig, stitch_logs, beta=3.0)
+    options = {"n_boot": 20, "epochs": 1, "fqe_heads": 0, "q_model": {"hidden": 8, "layers": 1}}
+    config = offline_graph.configure(config, seed=0, offline_evaluation=options)
+    config.evaluation(offline_evaluation_interval=1, offline_evaluation_type="fqe")
+    algo = config.build_algo()
+    try:
+        assert algo.config.offline_eval_runner_class is GraphOPERunner
+        ope = algo.train()["evaluation"]["offline_eval_runners"]["default_policy"]
+        expected = offline_graph.estimate_value(
+            algo.get_module(), stitch_logs, method="fqe", gamma=0.9, **options
+        )
+        assert ope["ope_episodes"] == expected["episodes"] == 60
+        assert ope["ope_value"] == pytest.approx(expected["value"], abs=1e-9)
+        assert ope["ope_ci_low"] == pytest.approx(expected["ci_low"], abs=1e-9)
+    finally:
+        algo.stop()
 
 
 @pytest.mark.slow

@@ -9,6 +9,9 @@ RLlib itself is modified:
 ==========================  ==================================================================
 override                    why
 ==========================  ==================================================================
+``__init__``                maps an ``evaluation(offline_evaluation_type="fqe" | ...)`` set
+                            after ``configure`` as configure does, before RLlib's validate()
+                            refuses a type it does not know
 ``setup``                   runs :func:`~offline_graph.rllib.checks.check_graph_config` first:
                             one ConfigError naming every missing / conflicting setting, before
                             RLlib builds the Ray Data pipeline and the learners (where a bad
@@ -60,6 +63,7 @@ from ray.rllib.utils.typing import ModuleID, StateDict
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib import accounting
 from offline_graph.rllib.checks import check_graph_config
+from offline_graph.rllib.ope_runner import late_offline_evaluation
 from offline_graph.rllib.settings import read_settings
 
 
@@ -68,6 +72,11 @@ class GraphOfflineAlgorithm(Algorithm):
 
     Not an algorithm of its own: combine it with an RLlib offline algorithm as the first base.
     """
+
+    def __init__(self, config: Any = None, *args: Any, **kwargs: Any) -> None:
+        # Before RLlib's validate(), which refuses our offline_evaluation_type set after configure
+        late_offline_evaluation(config)
+        super().__init__(config, *args, **kwargs)
 
     # (Algorithm.setup narrows Trainable.setup's dict argument to an AlgorithmConfig too.)
     @override(Algorithm)

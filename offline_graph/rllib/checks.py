@@ -43,9 +43,9 @@ def graph_config_problems(cfg: Any) -> list[str]:
     kind = getattr(cfg, "offline_evaluation_type", "eval_loss")
     if getattr(cfg, "offline_evaluation_interval", None) and kind in ("is", "pdis"):
         problems.append(
-            f"evaluation(offline_evaluation_type={kind!r}) must be set before "
-            "offline_graph.configure(config) on graph configs (found it set after): configure "
-            "maps 'is' / 'pdis' to our estimators ('wis' / 'pdis', also 'fqe' and 'dr'); "
+            f"evaluation(offline_evaluation_type={kind!r}) must run our estimators on graph "
+            "configs (found RLlib's own, on a config offline_graph.configure never saw): configure "
+            "maps 'is' / 'pdis' to them ('wis' / 'pdis', also 'fqe' and 'dr'); "
             "RLlib 2.60's own runners batch without the graph collate function (TypeError) and "
             "take the target probability at a freshly sampled action, not the logged one"
         )

@@ -7,7 +7,8 @@ in the config's offline_graph settings, sets ``offline_eval_runner_class`` to
 :class:`GraphOPERunner` and ``offline_evaluation_type`` to RLlib's ``"eval_loss"`` (the only
 value its validation knows besides ``"is"`` / ``"pdis"``; its runner group then builds our
 runner). RLlib's own ``"is"`` maps to ``"wis"`` and ``"pdis"`` to our weighted ``"pdis"``;
-``"eval_loss"`` stays RLlib's held-out loss.
+``"eval_loss"`` stays RLlib's held-out loss. Set after ``configure``, the type is mapped when
+the algorithm is built (:func:`late_offline_evaluation`), so either order works.
 
 Every ``k`` training iterations the runner estimates the value of each module's current
 policy with :func:`offline_graph.estimate_value` on the held-out episodes
@@ -52,22 +53,46 @@ REPORTED = ("value", "ci_low", "ci_high", "ess", "clipped", "fqe_loss", "episode
 
 
 def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
-    """The ``offline_evaluation`` settings of ``cfg`` (module doc; ``{}``: none of ours), and
-    ``cfg`` set up to run :class:`GraphOPERunner`."""
-    previous = dict((cfg.learner_config_dict or {}).get(SETTINGS_KEY, {}).get("offline_evaluation") or {})
-    kind = cfg.offline_evaluation_type
-    if cfg.offline_eval_runner_class is GraphOPERunner and previous:  # configured before
-        return {**previous, **(options or {})}
-    if not cfg.offline_evaluation_interval or kind not in OPE_TYPES:
-        return {}
+    """The ``offline_evaluation`` settings of ``cfg`` (module doc; without a ``"method"``: none
+    of ours yet, the options kept for a type set later), and ``cfg`` set up to run
+    :class:`GraphOPERunner` when it asks for one of our types."""
     bad = set(options or {}) & {"method", "gamma", "data", "module"}
     if bad:
         raise ConfigError(
             f"configure: offline_evaluation must not set {sorted(bad)} (found them). The method "
             "is evaluation(offline_evaluation_type=...), gamma the config's."
         )
-    cfg.evaluation(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
-    return {"method": OPE_TYPES[kind], **(options or {})}
+    previous = dict((cfg.learner_config_dict or {}).get(SETTINGS_KEY, {}).get("offline_evaluation") or {})
+    kind = cfg.offline_evaluation_type
+    if cfg.offline_evaluation_interval and kind in OPE_TYPES:
+        previous.pop("method", None)
+        cfg.evaluation(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
+        return {"method": OPE_TYPES[kind], **previous, **(options or {})}
+    if cfg.offline_eval_runner_class is not GraphOPERunner:
+        previous.pop("method", None)  # RLlib's own evaluation now (or none): no method of ours
+    return {**previous, **(options or {})}
+
+
+def late_offline_evaluation(config: Any) -> None:
+    """Our ``offline_evaluation_type`` set on a config after :func:`offline_graph.configure`
+    (an ``AlgorithmConfig`` or its dict, as Tune passes it), mapped as configure maps it
+    (module doc), with the ``offline_evaluation`` options configure stored. Run by our
+    algorithms before RLlib validates the config, which knows only its own types. A config
+    that was never configured is left as it is (its check names configure)."""
+    as_dict = isinstance(config, dict)
+    get = config.get if as_dict else lambda key: getattr(config, key, None)
+    kind = get("offline_evaluation_type")
+    stored = (get("learner_config_dict") or {}).get(SETTINGS_KEY)
+    if not get("offline_evaluation_interval") or kind not in OPE_TYPES or not isinstance(stored, dict):
+        return
+    options = {k: v for k, v in (stored.get("offline_evaluation") or {}).items() if k != "method"}
+    stored["offline_evaluation"] = {"method": OPE_TYPES[kind], **options}
+    if as_dict:
+        config.update(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
+        return
+    frozen, config._is_frozen = config._is_frozen, False
+    config.evaluation(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
+    config._is_frozen = frozen
 
 
 def share_small_machine(cfg: Any, share: float) -> None:
