@@ -42,6 +42,34 @@ def test_configure_sets_the_graph_algorithm_class(tmp_path):
     assert offline_graph.configure(mine).algo_class is MyGraphBC
 
 
+def test_configure_gives_a_config_without_a_module_class_gnnmodule(ray_session):
+    """RLlib's default BC module cannot read graphs (ValueError "No default encoder config for
+    obs space=Graph" at build_algo): configure sets GNNModule where no class is set, keeps
+    the model_config of a spec that names none, and keeps a class of the user's."""
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    class MyModule(offline_graph.GNNModule):
+        pass
+
+    def bc() -> BCConfig:
+        data = BCConfig().offline_data(input_=[EXPERT], input_read_episodes=True)
+        return data.training(train_batch_size_per_learner=32)
+
+    spec_only = offline_graph.configure(
+        bc().rl_module(rl_module_spec=RLModuleSpec(model_config={"hidden": 8}))
+    )
+    assert spec_only.rl_module_spec.module_class is offline_graph.GNNModule
+    assert spec_only.rl_module_spec.model_config["hidden"] == 8
+    mine = offline_graph.configure(bc().rl_module(rl_module_spec=RLModuleSpec(module_class=MyModule)))
+    assert mine.rl_module_spec.module_class is MyModule
+    algo = offline_graph.configure(bc()).build_algo()  # no rl_module() call at all
+    try:
+        assert algo.train()["training_iteration"] == 1
+        assert type(algo.get_module()) is offline_graph.GNNModule
+    finally:
+        algo.stop()
+
+
 def test_configure_refuses_rllibs_own_prelearner(tmp_path):
     """RLlib's OfflinePreLearner (as RLlib's docs set it) cannot decode graph episodes: refused
     with or without an offline_data_class of the user's (the check ran only with one before)."""

@@ -2,8 +2,8 @@
 
 Given an RLlib ``BCConfig`` / ``MARWILConfig`` with a ``gymnasium.spaces.Graph`` observation
 space, a ``Discrete`` (or ``NodeAction`` / ``EdgeAction``) action space,
-``offline_data(input_=..., prelearner_class=GraphOfflinePreLearner)`` and an RLModule spec,
-it sets:
+``offline_data(input_=..., prelearner_class=GraphOfflinePreLearner)`` and optionally an
+RLModule spec, it sets:
 
 ===============================  ===========================================================
 setting                          value and why
@@ -31,6 +31,8 @@ setting                          value and why
                                  (:mod:`offline_graph.rllib.algorithms`): the config check
                                  at ``build_algo()``, ``get_module()`` and restoring from a
                                  checkpoint without EnvRunners
+``rl_module_spec``               ``GNNModule`` when no module class is set (RLlib's default
+                                 modules cannot read graphs); a class of yours is kept
 spaces, ``env_runner_cls``, ...  with an env (e.g. for ``evaluation(...)``): the env's spaces,
                                  ``GraphEnvRunner``, see :mod:`offline_graph.rllib.env_setup`
 ===============================  ===========================================================
@@ -58,7 +60,7 @@ from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.multi_agent import module_spaces
 from offline_graph.rllib.offline_data import GraphOfflineData
 from offline_graph.rllib.algo_classes import graph_algo_class
-from offline_graph.rllib.model_options import set_model_option
+from offline_graph.rllib.model_options import default_graph_module, set_model_option
 from offline_graph.rllib.value_configure import (
     DEFAULT_RUN_LENGTH,
     set_value_model_options,
@@ -108,6 +110,7 @@ def configure(
         return configure_online(config)
     algo_class = graph_algo_class(cfg.algo_class)
     kind = value_kind(algo_class)
+    default_graph_module(cfg)
     # With an env: its spaces, GraphEnvRunner / GraphMultiAgentEnvRunner, eval settings (env_setup.py)
     (configure_multi_agent_env if cfg.is_multi_agent else configure_env)(cfg)
     problems: list[str] = []

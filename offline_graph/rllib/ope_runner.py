@@ -41,6 +41,7 @@ from offline_graph.data.logged import Logged, held_out_episodes, load_agents, lo
 from offline_graph.data.ope import METHODS
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.env_setup import offline_runners
+from offline_graph.rllib.resources import SMALL_SHARE
 from offline_graph.rllib.multi_agent import user_mapping
 from offline_graph.rllib.ope import estimate_value, module_route
 from offline_graph.rllib.settings import SETTINGS_KEY, read_settings
@@ -76,7 +77,8 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
 def late_offline_evaluation(config: Any) -> None:
     """Our ``offline_evaluation_type`` set on a config after :func:`offline_graph.configure`
     (an ``AlgorithmConfig`` or its dict, as Tune passes it), mapped as configure maps it
-    (module doc), with the ``offline_evaluation`` options configure stored. Run by our
+    (module doc), with the ``offline_evaluation`` options configure stored (and, on a machine
+    configure found small, remote runners at its CPU share). Run by our
     algorithms before RLlib validates the config, which knows only its own types. A config
     that was never configured is left as it is (its check names configure)."""
     as_dict = isinstance(config, dict)
@@ -92,6 +94,8 @@ def late_offline_evaluation(config: Any) -> None:
         return
     frozen, config._is_frozen = config._is_frozen, False
     config.evaluation(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
+    if (config.map_batches_kwargs or {}).get("num_cpus") == SMALL_SHARE:  # configure's small plan
+        share_small_machine(config, SMALL_SHARE)
     config._is_frozen = frozen
 
 
