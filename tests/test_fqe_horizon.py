@@ -98,5 +98,5 @@ def test_estimates_with_the_time_limit_from_the_data(limited) -> None:
 def test_fqe_steps_must_be_positive(limited) -> None:
     from offline_graph.data.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"fqe_steps must be >= 1 or None \(found 0\)"):
+    with pytest.raises(ConfigError, match=r"fqe_steps must be an int >= 1 or None \(found 0\)"):
         estimate_value(fixed([0.0, 1.0]), [limited], method="fqe", gamma=1.0, fqe_steps=0)

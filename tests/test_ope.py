@@ -207,6 +207,31 @@ def test_bad_arguments(data) -> None:
         estimate_value(fixed([0.0, 0.0]), path, method="is")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="gamma must be in"):
         estimate_value(fixed([0.0, 0.0]), path, method="wis", gamma=1.5)
+    # each setting out of range is refused before any work (an FQE of 0 iterations returned
+    # the untrained model's value, n_boot=1 a zero-width interval beside the value)
+    bad = {
+        "horizon": (0, "horizon must be an int >= 1 or None (found 0)"),
+        "epochs": (-2, "epochs must be an int >= 1 or None (found -2)"),
+        "n_boot": (1, "n_boot must be 0 (no interval: NaN) or an int >= 2 (found 1)"),
+        "fqe_heads": (-1, "fqe_heads must be an int >= 0 (found -1)"),
+        "batch_size": (0, "batch_size must be an int >= 1 (found 0)"),
+        "bc_epochs": (0, "bc_epochs must be an int >= 1 (found 0)"),
+        "lr": (-1.0, "lr must be a number > 0 (found -1.0)"),
+        "tau": (2.0, "tau must be in (0, 1] or None (found 2.0)"),
+    }
+    for name, (value, message) in bad.items():
+        with pytest.raises(ConfigError, match=re.escape(f"estimate_value: {message}")):
+            estimate_value(fixed([0.0, 0.0]), path, method="fqe", **{name: value})
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+
+    one = RLModuleSpec(module_class=GNNModule, observation_space=SPACE, action_space=gym.spaces.Discrete(2))
+    multi = MultiRLModuleSpec(rl_module_specs={"p0": one, "p1": one}).build()
+    with pytest.raises(
+        ConfigError, match=re.escape("MultiRLModule of the modules ['p0', 'p1']). Pass module_id=")
+    ):
+        estimate_value(multi, path, method="wis")
+    none = estimate_value(fixed([0.0, 0.0]), path, method="wis", gamma=1.0, n_boot=0)
+    assert math.isnan(none["ci_low"]) and math.isnan(none["ci_high"]) and math.isfinite(none["value"])
 
 
 def test_cli_evaluate_data_prints_the_estimate(data, tmp_path) -> None:

@@ -60,7 +60,6 @@ import torch
 from ray.rllib.utils.torch_utils import update_target_network
 
 from offline_graph.data.columns import GraphColumns
-from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.critic import legal, pick
 from offline_graph.rllib.gnn_layers import GraphEncoding
 from offline_graph.rllib.ope_policy import INFERENCE_BATCH, Choices, minibatches, q_network, torch_obs
@@ -186,11 +185,7 @@ def fit_fqe(
         iterations = MAX_ITERATIONS if settings.horizon is None else int(settings.horizon)
         if settings.horizon is not None:
             period = max(period, math.ceil(MIN_STEPS / max(1, iterations)))
-        if settings.steps is not None:
-            if int(settings.steps) < 1:
-                raise ConfigError(
-                    f"estimate_value: fqe_steps must be >= 1 or None (found {settings.steps!r})."
-                )
+        if settings.steps is not None:  # >= 1 (estimate_value checks it)
             period = int(settings.steps)
     else:
         period, iterations = per_epoch, int(settings.epochs)

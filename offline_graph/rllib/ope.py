@@ -107,6 +107,8 @@ def estimate_value(
     them): the graph batches are small, and more threads made the scatter ops slower.
     ``module_id`` / ``policy_mapping_fn``: one module of multi-agent episode files (module doc).
 
+    ``n_boot``: 0 gives no interval (NaN bounds).
+
     Returns ``{"value", "ci_low", "ci_high", "method", "gamma", "episodes", "transitions",
     "ess", "behaviour", "clipped", "warnings", "seconds", ...}`` (``ess`` / ``behaviour`` /
     ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last iteration's TD loss,
@@ -181,6 +183,7 @@ def _estimate(
         raise ConfigError(
             f"estimate_value: behaviour must be 'auto', 'logged' or 'bc' (found {behaviour!r})."
         )
+    _check_options(n_boot, settings, bc_epochs)
     gamma = DEFAULT_GAMMA if gamma is None else float(gamma)
     if not 0.0 <= gamma <= 1.0:
         raise ConfigError(
@@ -288,6 +291,32 @@ def _estimate(
         out["fqe"] = fqe_estimate
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def _check_options(n_boot: Any, settings: FQESettings, bc_epochs: Any) -> None:
+    """ConfigError for a setting outside its range (before any work: an FQE of 0 iterations
+    was the untrained model's value, 1 bootstrap resample a zero-width interval)."""
+    ints: list[tuple[str, Any, int, bool]] = [("batch_size", settings.batch_size, 1, False)]
+    ints += [("fqe_heads", settings.boot_heads, 0, False)]
+    ints += [("bc_epochs", bc_epochs, 1, False), ("epochs", settings.epochs, 1, True)]
+    ints += [("horizon", settings.horizon, 1, True), ("fqe_steps", settings.steps, 1, True)]
+    for name, value, low, optional in ints:
+        if optional and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ConfigError(
+                f"estimate_value: {name} must be an int >= {low}{' or None' if optional else ''} "
+                f"(found {value!r})."
+            )
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
+        raise ConfigError(
+            f"estimate_value: n_boot must be 0 (no interval: NaN) or an int >= 2 (found {n_boot!r})."
+        )
+    if isinstance(settings.lr, bool) or not isinstance(settings.lr, (int, float)) or not settings.lr > 0:
+        raise ConfigError(f"estimate_value: lr must be a number > 0 (found {settings.lr!r}).")
+    tau = settings.tau
+    if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau <= 1):
+        raise ConfigError(f"estimate_value: tau must be in (0, 1] or None (found {tau!r}).")
 
 
 def _hold_dr(fqe: dict[str, float], dr: dict[str, float], warn: bool) -> list[str]:

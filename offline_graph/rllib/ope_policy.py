@@ -101,6 +101,14 @@ def check_module(module: Any, where: str) -> None:
         raise ConfigError(
             f"{where}: module must be an RLModule instance (found the class {module.__name__}). {build}"
         )
+    keys = getattr(module, "keys", None)
+    if callable(keys) and getattr(module, "observation_space", None) is None:  # a MultiRLModule
+        ids = sorted(map(str, keys()))
+        raise ConfigError(
+            f"{where}: module must be one RLModule (found a MultiRLModule of the modules {ids}). "
+            f"Pass module_id= (one of {ids}) to evaluate one of them on its agents' steps, or "
+            "the module itself: multi_module[module_id]."
+        )
     missing = [
         name
         for name in (
