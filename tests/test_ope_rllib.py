@@ -67,6 +67,13 @@ def test_offline_evaluation_options_are_checked(tmp_path) -> None:
     path, _ = logged_episodes(tmp_path / "logs.parquet", episodes=4)
     with pytest.raises(ConfigError, match="must not set \\['gamma'\\]"):
         bc_config(path, "fqe", gamma=0.3)
+    # a typo or a value out of range fails when the config is made, not at the first evaluation
+    with pytest.raises(
+        ConfigError, match=r"offline_evaluation keys must be estimate_value keywords \(found \['epoch'\]"
+    ):
+        bc_config(path, "fqe", epoch=2)
+    with pytest.raises(ConfigError, match=r"configure: horizon must be an int >= 1 or None \(found 0\)"):
+        bc_config(path, "fqe", horizon=0)
     config = bc_config(path, "dr", epochs=2)
     settings = config.learner_config_dict["offline_graph"]["offline_evaluation"]
     assert settings == {"method": "dr", "epochs": 2}

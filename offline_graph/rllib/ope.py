@@ -42,6 +42,7 @@ FQE value lies outside it.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import replace
 from typing import Any, Literal
@@ -55,6 +56,7 @@ from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
 from offline_graph.rllib.fqe import MIN_STEPS, FQESettings, fit_fqe
 from offline_graph.rllib.multi_agent import agent_module
+from offline_graph.rllib.ope_checks import check_settings
 from offline_graph.rllib.ope_policy import check_module, fit_behaviour, target_choices
 
 DEFAULT_GAMMA = 0.99
@@ -183,7 +185,7 @@ def _estimate(
         raise ConfigError(
             f"estimate_value: behaviour must be 'auto', 'logged' or 'bc' (found {behaviour!r})."
         )
-    _check_options(n_boot, settings, bc_epochs)
+    check_settings(n_boot, settings, bc_epochs)
     gamma = DEFAULT_GAMMA if gamma is None else float(gamma)
     if not 0.0 <= gamma <= 1.0:
         raise ConfigError(
@@ -293,30 +295,23 @@ def _estimate(
     return out
 
 
-def _check_options(n_boot: Any, settings: FQESettings, bc_epochs: Any) -> None:
-    """ConfigError for a setting outside its range (before any work: an FQE of 0 iterations
-    was the untrained model's value, 1 bootstrap resample a zero-width interval)."""
-    ints: list[tuple[str, Any, int, bool]] = [("batch_size", settings.batch_size, 1, False)]
-    ints += [("fqe_heads", settings.boot_heads, 0, False)]
-    ints += [("bc_epochs", bc_epochs, 1, False), ("epochs", settings.epochs, 1, True)]
-    ints += [("horizon", settings.horizon, 1, True), ("fqe_steps", settings.steps, 1, True)]
-    for name, value, low, optional in ints:
-        if optional and value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ConfigError(
-                f"estimate_value: {name} must be an int >= {low}{' or None' if optional else ''} "
-                f"(found {value!r})."
-            )
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
+def check_options(options: dict, where: str) -> None:
+    """ConfigError unless ``options`` are ``estimate_value`` keywords (but module, data,
+    method and gamma) with values in range: what ``configure(offline_evaluation=...)`` passes
+    on, checked when the config is made rather than at the first evaluation."""
+    params = inspect.signature(estimate_value).parameters
+    allowed = set(params) - {"module", "data", "method", "gamma"}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
         raise ConfigError(
-            f"estimate_value: n_boot must be 0 (no interval: NaN) or an int >= 2 (found {n_boot!r})."
+            f"{where}: offline_evaluation keys must be estimate_value keywords (found {unknown}; "
+            f"they are {sorted(allowed)})."
         )
-    if isinstance(settings.lr, bool) or not isinstance(settings.lr, (int, float)) or not settings.lr > 0:
-        raise ConfigError(f"estimate_value: lr must be a number > 0 (found {settings.lr!r}).")
-    tau = settings.tau
-    if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau <= 1):
-        raise ConfigError(f"estimate_value: tau must be in (0, 1] or None (found {tau!r}).")
+    k = {name: p.default for name, p in params.items() if name in allowed} | dict(options)
+    fqe = FQESettings(
+        k["epochs"], k["batch_size"], k["lr"], k["tau"], None, k["fqe_heads"], k["horizon"], k["fqe_steps"]
+    )
+    check_settings(k["n_boot"], fqe, k["bc_epochs"], where)
 
 
 def _hold_dr(fqe: dict[str, float], dr: dict[str, float], warn: bool) -> list[str]:

@@ -43,7 +43,7 @@ from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.env_setup import offline_runners
 from offline_graph.rllib.resources import SMALL_SHARE
 from offline_graph.rllib.multi_agent import user_mapping
-from offline_graph.rllib.ope import estimate_value, module_route
+from offline_graph.rllib.ope import check_options, estimate_value, module_route
 from offline_graph.rllib.settings import SETTINGS_KEY, read_settings
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
             f"configure: offline_evaluation must not set {sorted(bad)} (found them). The method "
             "is evaluation(offline_evaluation_type=...), gamma the config's."
         )
+    check_options(options or {}, "configure")
     previous = dict((cfg.learner_config_dict or {}).get(SETTINGS_KEY, {}).get("offline_evaluation") or {})
     kind = cfg.offline_evaluation_type
     if cfg.offline_evaluation_interval and kind in OPE_TYPES:

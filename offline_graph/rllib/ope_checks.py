@@ -1,0 +1,33 @@
+"""Range checks of ``estimate_value``'s settings (:mod:`offline_graph.rllib.ope`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from offline_graph.data.errors import ConfigError
+from offline_graph.rllib.fqe import FQESettings
+
+
+def check_settings(n_boot: Any, settings: FQESettings, bc_epochs: Any, where: str = "estimate_value") -> None:
+    """ConfigError for a setting outside its range (before any work: an FQE of 0 iterations
+    was the untrained model's value, 1 bootstrap resample a zero-width interval)."""
+    ints: list[tuple[str, Any, int, bool]] = [("batch_size", settings.batch_size, 1, False)]
+    ints += [("fqe_heads", settings.boot_heads, 0, False)]
+    ints += [("bc_epochs", bc_epochs, 1, False), ("epochs", settings.epochs, 1, True)]
+    ints += [("horizon", settings.horizon, 1, True), ("fqe_steps", settings.steps, 1, True)]
+    for name, value, low, optional in ints:
+        if optional and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ConfigError(
+                f"{where}: {name} must be an int >= {low}{' or None' if optional else ''} (found {value!r})."
+            )
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
+        raise ConfigError(f"{where}: n_boot must be 0 (no interval: NaN) or an int >= 2 (found {n_boot!r}).")
+    if isinstance(settings.lr, bool) or not isinstance(settings.lr, (int, float)) or not settings.lr > 0:
+        raise ConfigError(f"{where}: lr must be a number > 0 (found {settings.lr!r}).")
+    tau = settings.tau
+    if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau <= 1):
+        raise ConfigError(f"{where}: tau must be in (0, 1] or None (found {tau!r}).")
