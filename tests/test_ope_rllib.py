@@ -72,6 +72,8 @@ def test_offline_evaluation_options_are_checked(tmp_path) -> None:
         ConfigError, match=r"offline_evaluation keys must be estimate_value keywords \(found \['epoch'\]"
     ):
         bc_config(path, "fqe", epoch=2)
+    with pytest.raises(ConfigError, match=r"must not set \['module_id'\]"):
+        bc_config(path, "fqe", module_id="p0")
     with pytest.raises(ConfigError, match=r"configure: horizon must be an int >= 1 or None \(found 0\)"):
         bc_config(path, "fqe", horizon=0)
     config = bc_config(path, "dr", epochs=2)

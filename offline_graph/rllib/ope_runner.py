@@ -57,11 +57,12 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
     """The ``offline_evaluation`` settings of ``cfg`` (module doc; without a ``"method"``: none
     of ours yet, the options kept for a type set later), and ``cfg`` set up to run
     :class:`GraphOPERunner` when it asks for one of our types."""
-    bad = set(options or {}) & {"method", "gamma", "data", "module"}
+    bad = set(options or {}) & {"method", "gamma", "data", "module", "module_id", "policy_mapping_fn"}
     if bad:
         raise ConfigError(
             f"configure: offline_evaluation must not set {sorted(bad)} (found them). The method "
-            "is evaluation(offline_evaluation_type=...), gamma the config's."
+            "is evaluation(offline_evaluation_type=...), gamma the config's; every module is "
+            "evaluated on its agents by the config's policy_mapping_fn."
         )
     check_options(options or {}, "configure")
     previous = dict((cfg.learner_config_dict or {}).get(SETTINGS_KEY, {}).get("offline_evaluation") or {})
