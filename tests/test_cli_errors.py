@@ -88,6 +88,27 @@ def test_train_conflicting_spaces_is_one_line_exit_2(tmp_path, capsys):
     assert not (tmp_path / "ck").exists()
 
 
+def test_record_unknown_env_is_one_line_exit_2(tmp_path, capsys):
+    """An env id gymnasium does not know, and a module:Class that does not import, are input
+    errors (they were an 'unexpected error' with a traceback, exit 1)."""
+    out = tmp_path / "rec"
+    assert main(f"record --env nope-v0 --episodes 1 --output {out}".split()) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "offline-graph record: make_env: env must be a registered gymnasium id or module:Class "
+        "(found 'nope-v0': Environment `nope` doesn't exist."
+    )
+    assert "this package's envs: offline_graph/Graph-v0, " in err and err.count("\n") == 1
+    assert main(f"record --env offline_graph.env:Nope --episodes 1 --output {out}".split()) == 2
+    assert capsys.readouterr().err == (
+        "offline-graph record: make_env: env 'offline_graph.env:Nope' must name an importable "
+        "module:Class (found AttributeError: module 'offline_graph.env' has no attribute 'Nope'). "
+        "Check the module path (importable from the current directory or PYTHONPATH) and the "
+        "class name.\n"
+    )
+    assert not out.exists()
+
+
 BAD = "inspect: --path must be a directory (found 'x'). Give a directory."
 
 

@@ -36,9 +36,25 @@ def make_env(env: str = DEFAULT_ENV, env_config: dict | None = None) -> gym.Env:
     env_config = env_config or {}
     if ":" in env and "/" not in env.split(":")[0]:
         module, _, name = env.partition(":")
-        instance = getattr(importlib.import_module(module), name)(**env_config)
+        try:
+            factory = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(
+                f"make_env: env {env!r} must name an importable module:Class (found "
+                f"{type(err).__name__}: {err}). Check the module path (importable from the "
+                "current directory or PYTHONPATH) and the class name."
+            ) from err
+        instance = factory(**env_config)
     else:
-        instance = gym.make(env, **env_config)
+        try:
+            instance = gym.make(env, **env_config)
+        except (gym.error.UnregisteredEnv, gym.error.DeprecatedEnv) as err:
+            ours = sorted(k for k in gym.registry if k.startswith("offline_graph/"))
+            raise ConfigError(
+                f"make_env: env must be a registered gymnasium id or module:Class (found {env!r}: "
+                f"{err}). Register it with gymnasium.register (imported before the command runs) "
+                f"or pass module:Class; this package's envs: {', '.join(ours)}."
+            ) from err
     if not isinstance(instance.observation_space, gym.spaces.Graph):
         raise ConfigError(
             f"record: env {env!r} observation space must be gymnasium.spaces.Graph (found "
