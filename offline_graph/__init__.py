@@ -39,7 +39,7 @@ torch)::
     evaluate_multi_agent_module      per-agent / per-module returns in a MultiAgentEnv
     encode_episode, graph_to_dict / dict_to_graph, collate / uncollate, FORMAT_VERSION
     OfflineGraphError and its subclasses ConfigError, DecodeError, SchemaError,
-    GraphValidationError, FormatVersionError, StorageError
+    GraphValidationError, FormatVersionError, StorageError, OutputExistsError
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ _EXPORTS: dict[str, str] = {
     "GraphValidationError": "offline_graph.data.errors",
     "FormatVersionError": "offline_graph.data.errors",
     "StorageError": "offline_graph.data.errors",
+    "OutputExistsError": "offline_graph.data.errors",
 }
 """Public name -> the module it lives in."""
 
@@ -107,6 +108,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
         FormatVersionError,
         GraphValidationError,
         OfflineGraphError,
+        OutputExistsError,
         SchemaError,
         StorageError,
     )
@@ -190,4 +192,5 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "GraphValidationError",
     "FormatVersionError",
     "StorageError",
+    "OutputExistsError",
 ]

@@ -109,6 +109,25 @@ def test_record_unknown_env_is_one_line_exit_2(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_convert_into_a_full_directory_is_one_line_exit_2(tmp_path, capsys):
+    """The output check was a bare FileExistsError (traceback, 'unexpected error', exit 1); it
+    is now an OutputExistsError: a ConfigError and still a FileExistsError."""
+    import offline_graph
+
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("x")
+    data = ROOT / "sample_data" / "expert"
+    assert main(f"convert --input {data} --output {full}".split()) == 2
+    assert capsys.readouterr().err.endswith(
+        f"offline-graph convert: output {full} must be empty or absent (found 1 entries). "
+        "Choose a new --output or delete it.\n"
+    )
+    assert issubclass(offline_graph.OutputExistsError, ConfigError)
+    assert issubclass(offline_graph.OutputExistsError, FileExistsError)
+    assert (full / "keep.txt").read_text() == "x" and len(list(full.iterdir())) == 1
+
+
 BAD = "inspect: --path must be a directory (found 'x'). Give a directory."
 
 

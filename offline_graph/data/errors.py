@@ -40,6 +40,11 @@ class ConfigError(OfflineGraphError):
     """An RLlib / offline_graph setting is missing or conflicts with graph training."""
 
 
+class OutputExistsError(ConfigError, FileExistsError):
+    """A job's output directory already holds files (a ``FileExistsError`` too, what it was
+    before it became a ConfigError the CLI prints as one line)."""
+
+
 class StorageError(OfflineGraphError):
     """Object storage did not answer a request on a URI within the retry policy (endpoint
     down or unreachable, credentials refused); see :mod:`offline_graph.data.storage`."""

@@ -15,7 +15,13 @@ from typing import Any
 import pyarrow as pa
 
 from offline_graph.data import storage
-from offline_graph.data.errors import ConfigError, FormatVersionError, StorageError, reraise_project_error
+from offline_graph.data.errors import (
+    ConfigError,
+    FormatVersionError,
+    OutputExistsError,
+    StorageError,
+    reraise_project_error,
+)
 from offline_graph.data.files import FileScan, scan_files
 from offline_graph.data.format import make_metadata
 from offline_graph.data.reader import ReadStats
@@ -76,7 +82,7 @@ def start(cfg: Any) -> tuple[FileScan, float]:
             )
     existing = storage.list_dir(cfg.output, recursive=True) if storage.is_dir(cfg.output) else []
     if existing:
-        raise FileExistsError(
+        raise OutputExistsError(
             f"convert: output {cfg.output} must be empty or absent (found "
             f"{len(existing)} entries). Choose a new --output or delete it."
         )
