@@ -14,6 +14,7 @@ import torch
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 import offline_graph
+from offline_graph.data.errors import ConfigError
 
 from tests.ope_outside2_data import (
     ACT2,
@@ -51,10 +52,16 @@ def test_file_list_directory_and_converted_rows_agree(chain, tmp_path):
     assert len(files) == 3
     module = outside(OBS2, ACT2, rule2)
     whole = wis_pdis_by_hand(logs, PI2)[0]
-    for data in (path, [path], files, list(reversed(files))):
+    from pathlib import Path
+
+    for data in (path, [path], files, list(reversed(files)), tuple(files), Path(path), (f for f in files)):
         assert ev(module, data, method="wis", gamma=1.0, explore=True)["value"] == pytest.approx(
             whole, rel=1e-6
         )
+    with pytest.raises(
+        ConfigError, match=r"input: data must be a path, a URI or a list of them \(found int 5\)"
+    ):
+        ev(module, 5, method="wis")
     for f in files:  # one file alone: its own episodes, episodes-<first>-<last>.parquet
         first, last = (int(i) for i in f.rsplit("/", 1)[1][len("episodes-") : -len(".parquet")].split("-"))
         mine = logs[first : last + 1]

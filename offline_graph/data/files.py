@@ -7,7 +7,9 @@ named and ``skip`` mode drops the file and counts it, never a failure deep in a 
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -48,7 +50,15 @@ class FileScan:
 def list_files(input_: Any) -> list[str]:
     """Parquet files under ``input_`` (paths, dirs or URIs such as ``s3://bucket/dir``; a
     directory is listed recursively), sorted per input; URIs stay URIs."""
-    paths = input_ if isinstance(input_, (list, tuple)) else [input_]
+    if isinstance(input_, (str, bytes, os.PathLike)):
+        paths = [input_]
+    elif isinstance(input_, Iterable) and not isinstance(input_, Mapping):
+        paths = list(input_)  # a list, a tuple, a generator of paths
+    else:
+        raise ConfigError(
+            f"input: data must be a path, a URI or a list of them (found {type(input_).__name__} "
+            f"{input_!r:.80}). Pass episode files or directories."
+        )
     files: list[str] = []
     for p in map(str, paths):
         if storage.is_dir(p):
