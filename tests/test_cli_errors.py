@@ -101,7 +101,7 @@ def test_record_unknown_env_is_one_line_exit_2(tmp_path, capsys):
     assert "this package's envs: offline_graph/Graph-v0, " in err and err.count("\n") == 1
     assert main(f"record --env offline_graph.env:Nope --episodes 1 --output {out}".split()) == 2
     assert capsys.readouterr().err == (
-        "offline-graph record: make_env: env 'offline_graph.env:Nope' must name an importable "
+        "offline-graph record: make_env: 'offline_graph.env:Nope' must name an importable "
         "module:Class (found AttributeError: module 'offline_graph.env' has no attribute 'Nope'). "
         "Check the module path (importable from the current directory or PYTHONPATH) and the "
         "class name.\n"

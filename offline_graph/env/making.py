@@ -10,7 +10,6 @@ behaviour policies are named (``env.make_policy``) or ``module:function`` (:func
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable, Iterator, NamedTuple
 
 import gymnasium as gym
@@ -19,7 +18,7 @@ import numpy as np
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict, graph_to_dict
 from offline_graph.data.spaces import selection_level
-from offline_graph.env.user_code import load_user_policy
+from offline_graph.env.user_code import load_named, load_user_policy
 
 DEFAULT_ENV = "offline_graph/Graph-v0"
 
@@ -35,15 +34,10 @@ def make_env(env: str = DEFAULT_ENV, env_config: dict | None = None) -> gym.Env:
         return ma_making.make_ma_env(env, env_config)  # type: ignore[no-any-return]
     env_config = env_config or {}
     if ":" in env and "/" not in env.split(":")[0]:
-        module, _, name = env.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError) as err:
-            raise ConfigError(
-                f"make_env: env {env!r} must name an importable module:Class (found "
-                f"{type(err).__name__}: {err}). Check the module path (importable from the "
-                "current directory or PYTHONPATH) and the class name."
-            ) from err
+        hint = (
+            "Check the module path (importable from the current directory or PYTHONPATH) and the class name."
+        )
+        factory = load_named(env, "make_env", "module:Class", hint)
         instance = factory(**env_config)
     else:
         try:
