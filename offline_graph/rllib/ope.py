@@ -309,8 +309,9 @@ def check_options(options: dict, where: str) -> None:
         )
     k = {name: p.default for name, p in params.items() if name in allowed} | dict(options)
     fqe = FQESettings(
-        k["epochs"], k["batch_size"], k["lr"], k["tau"], None, k["fqe_heads"], k["horizon"], k["fqe_steps"]
-    )
+        epochs=k["epochs"], batch_size=k["batch_size"], lr=k["lr"], tau=k["tau"],
+        boot_heads=k["fqe_heads"], horizon=k["horizon"], steps=k["fqe_steps"],
+    )  # fmt: skip
     check_settings(k["n_boot"], fqe, k["bc_epochs"], where)
 
 

@@ -68,12 +68,16 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
     previous = dict((cfg.learner_config_dict or {}).get(SETTINGS_KEY, {}).get("offline_evaluation") or {})
     kind = cfg.offline_evaluation_type
     if cfg.offline_evaluation_interval and kind in OPE_TYPES:
-        previous.pop("method", None)
         cfg.evaluation(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
-        return {"method": OPE_TYPES[kind], **previous, **(options or {})}
+        return {**_ours(kind, previous), **(options or {})}
     if cfg.offline_eval_runner_class is not GraphOPERunner:
         previous.pop("method", None)  # RLlib's own evaluation now (or none): no method of ours
     return {**previous, **(options or {})}
+
+
+def _ours(kind: str, stored: dict) -> dict:
+    """Our method for ``offline_evaluation_type`` ``kind``, with the other stored options."""
+    return {"method": OPE_TYPES[kind], **{k: v for k, v in stored.items() if k != "method"}}
 
 
 def late_offline_evaluation(config: Any) -> None:
@@ -89,13 +93,12 @@ def late_offline_evaluation(config: Any) -> None:
     stored = (get("learner_config_dict") or {}).get(SETTINGS_KEY)
     if not get("offline_evaluation_interval") or kind not in OPE_TYPES or not isinstance(stored, dict):
         return
-    options = {k: v for k, v in (stored.get("offline_evaluation") or {}).items() if k != "method"}
-    stored["offline_evaluation"] = {"method": OPE_TYPES[kind], **options}
     if as_dict:
+        stored["offline_evaluation"] = _ours(kind, stored.get("offline_evaluation") or {})
         config.update(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
         return
     frozen, config._is_frozen = config._is_frozen, False
-    config.evaluation(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
+    stored["offline_evaluation"] = offline_evaluation_settings(config, None)
     if (config.map_batches_kwargs or {}).get("num_cpus") == SMALL_SHARE:  # configure's small plan
         share_small_machine(config, SMALL_SHARE)
     config._is_frozen = frozen
