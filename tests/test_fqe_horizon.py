@@ -15,9 +15,11 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from offline_graph import estimate_value
 from offline_graph.data.columns import GraphColumns
+from offline_graph.data.errors import ConfigError
 from offline_graph.data.logged import load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.episodes import encode_episode
@@ -96,7 +98,78 @@ def test_estimates_with_the_time_limit_from_the_data(limited) -> None:
 
 
 def test_fqe_steps_must_be_positive(limited) -> None:
-    from offline_graph.data.errors import ConfigError
-
     with pytest.raises(ConfigError, match=r"fqe_steps must be an int >= 1 or None \(found 0\)"):
         estimate_value(fixed([0.0, 1.0]), [limited], method="fqe", gamma=1.0, fqe_steps=0)
+
+
+@pytest.fixture(scope="module")
+def ended_at_limit(tmp_path_factory) -> str:
+    """3-step episodes of uniform Discrete(2) actions, reward = the action, each ending
+    *terminated* at the limit, as RLlib's MultiAgentEpisode records an agent still acting
+    when the env episode ends ("Case 2"). Every observation is the same graph: nothing tells
+    the steps apart, so a model of the state alone can only average them (the test's values)."""
+    rng = np.random.default_rng(5)
+    graph = make_graph(3, 2, F=2, D=None, seed=11)
+    items = []
+    for i in range(64):
+        acts = rng.integers(0, 2, size=LIMIT)
+        items.append(
+            encode_episode(
+                [graph] * (LIMIT + 1),
+                acts.tolist(),
+                acts.astype(float).tolist(),
+                terminated=True,
+                truncated=False,
+                episode_id=f"e{i}",
+                action_logp=[math.log(0.5)] * LIMIT,
+            )  # fmt: skip
+        )
+    return write_episode_file(tmp_path_factory.mktemp("fqe_end") / "ended.parquet", items)
+
+
+def test_by_step_fits_each_steps_value_where_one_model_averages_them(ended_at_limit) -> None:
+    """ "Always 1" from the start: 3. One model (``horizon=3``): a share ``p`` of the logged
+    action-1 steps go on (all but the last step's), so ``Q_k(s, 1) = 1 + p Q_{k-1}(s, 1)`` and
+    ``Q_3 = 1 + p (1 + p)`` (``p`` = 2/3 in expectation). ``fqe_by_step``: ``Q_t(s, 1) = 3 - t``,
+    ``Q_t(s, 0) = 2 - t``, exactly the 3-step value from the start."""
+    logged = load_logged(ended_at_limit, spec_from_spaces(SPACE, gym.spaces.Discrete(2)))
+    trans, ptr = logged.trans, logged.ptr
+    step = np.arange(len(trans)) % LIMIT  # every episode has LIMIT steps
+    ones = trans.actions == 1
+    p = (ones & (step < LIMIT - 1)).sum() / ones.sum()
+    kw = dict(
+        gamma=1.0, n_boot=20, batch_size=32, lr=1e-2, q_model={"hidden": 16, "layers": 1}, fqe_steps=150,
+        fqe_heads=0, horizon=LIMIT,
+    )  # fmt: skip
+    one = estimate_value(fixed([0.0, 1.0]), [ended_at_limit], method="fqe", **kw)
+    assert one["fqe_iterations"] == LIMIT
+    assert one["value"] == pytest.approx(1 + p * (1 + p), abs=0.1)
+    by_step = estimate_value(fixed([0.0, 1.0]), [ended_at_limit], method="fqe", fqe_by_step=True, **kw)
+    assert by_step["value"] == pytest.approx(3.0, abs=0.05)
+    assert by_step["fqe_iterations"] >= 20  # until settled, not LIMIT
+    assert not any("had not settled" in w for w in by_step["warnings"])
+
+    graphs = GraphColumns.concat([trans.obs, trans.final_obs])
+    pi = target_choices(fixed([0.0, 1.0]), graphs, explore=False)
+    settings = FQESettings(
+        horizon=LIMIT, by_step=True, batch_size=32, lr=1e-2, model={"hidden": 16, "layers": 1}, steps=150
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as estimate_value runs it (small batches: more threads were slower)
+    try:
+        fitted = fit_fqe(
+            graphs, ptr, trans.actions, trans.rewards, trans.terminateds, pi, 1.0, SPACE,
+            gym.spaces.Discrete(2), settings,
+        )  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    assert fitted.converged
+    assert np.abs(fitted.q - (LIMIT - step - (trans.actions == 0))).max() < 0.1
+    assert np.abs(fitted.v[: len(trans)] - (LIMIT - step)).max() < 0.1
+
+
+def test_by_step_needs_a_horizon(ended_at_limit) -> None:
+    with pytest.raises(ConfigError, match=r"horizon must be given with fqe_by_step=True \(found no horizon"):
+        estimate_value(fixed([0.0, 1.0]), [ended_at_limit], method="fqe", gamma=1.0, fqe_by_step=True)
+    with pytest.raises(ConfigError, match=r"fqe_by_step must be True or False \(found 'yes'\)"):
+        estimate_value(fixed([0.0, 1.0]), [ended_at_limit], method="fqe", gamma=1.0, fqe_by_step="yes")

@@ -12,9 +12,10 @@ For one env (or one Team-v0 module, an :data:`~offline_graph.bench.ope_targets.E
    (``behaviour="bc"``: a cloned behaviour policy);
 4. :func:`evaluate_seed`: ``wis``, ``pdis``, ``fqe``, ``dr`` (and ``wis_bc``) with
    ``estimate_value``'s defaults except ``gamma=1.0, explore=True`` (``fqe`` is the FQE model
-   of the ``dr`` run, unless ``separate_fqe``); :func:`metrics`: per method the mean absolute
-   error normalized by the range of the true values, Spearman's rank correlation, regret@1
-   (normalized) and the share of 95% intervals that cover the true value.
+   of the ``dr`` run, unless ``separate_fqe`` or ``fqe_options``: ``--fqe-option``);
+   :func:`metrics`: per method the mean absolute error normalized by the range of the true
+   values, Spearman's rank correlation, regret@1 (normalized) and the share of 95% intervals
+   that cover the true value.
 
 ``python -m offline_graph.bench.ope_protocol --env offline_graph/Graph-v0 --seeds 0 1 2
 --output ope-graph.json`` runs it and prints :func:`markdown`.
@@ -144,11 +145,13 @@ def evaluate_seed(
     *,
     seed: int = 0,
     separate_fqe: bool = False,
+    fqe_options: dict[str, Any] | None = None,
     **options: Any,
 ) -> dict[str, list[dict]]:
     """Every method's ``estimate_value`` result per target on the recording ``logs``.
 
-    ``options`` go to every ``estimate_value`` call (none: its defaults)."""
+    ``options`` go to every ``estimate_value`` call (none: its defaults); ``fqe_options``
+    (given: ``fqe`` runs on its own) also to the ``fqe`` one."""
     from offline_graph.rllib.ope import estimate_value
 
     obs_space, act_space = spaces(key)
@@ -169,8 +172,8 @@ def evaluate_seed(
         module = expert_mixture_module(key, eps, obs_space, act_space)
         for m in ("wis", "pdis", "dr"):
             rows[m].append(estimate_value(module, logged, method=m, **common))
-        if separate_fqe:
-            rows["fqe"].append(estimate_value(module, logged, method="fqe", **common))
+        if separate_fqe or fqe_options:
+            rows["fqe"].append(estimate_value(module, logged, method="fqe", **common, **(fqe_options or {})))
         else:
             rows["fqe"].append({**rows["dr"][-1]["fqe"], "seconds": rows["dr"][-1]["seconds"]})
         rows["wis_bc"].append(estimate_value(module, logs, method="wis", behaviour="bc", **bc, **common))
@@ -283,12 +286,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--true-episodes", type=int, default=TRUE_EPISODES)
     parser.add_argument("--separate-fqe", action="store_true", help="run method='fqe' on its own")
     parser.add_argument("--option", action="append", default=[], help="estimate_value KEY=JSON")
+    parser.add_argument(
+        "--fqe-option", action="append", default=[], help="estimate_value KEY=JSON of method='fqe' alone"
+    )
     parser.add_argument("--output", help="write the JSON result here")
     args = parser.parse_args(argv)
-    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.option)}
+    options, fqe_options = (
+        {k: json.loads(v) for k, v in (o.split("=", 1) for o in opts)}
+        for opts in (args.option, args.fqe_option)
+    )
     res = run(
         args.env, args.seeds, args.targets, eps_b=args.eps_b, log_episodes=args.log_episodes,
-        true_episodes=args.true_episodes, separate_fqe=args.separate_fqe, **options,
+        true_episodes=args.true_episodes, separate_fqe=args.separate_fqe, fqe_options=fqe_options, **options,
     )  # fmt: skip
     if args.output:
         with open(args.output, "w") as fh:

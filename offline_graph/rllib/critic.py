@@ -27,7 +27,7 @@ from torch import nn
 
 from offline_graph.data.spaces import selection_level
 from offline_graph.rllib.gnn_layers import GraphEncoder, GraphEncoding, mlp
-from offline_graph.rllib.selection import SelectionHead, choice_features, choice_index
+from offline_graph.rllib.selection import OUTPUT_KEY, SelectionHead, choice_features, choice_index
 
 
 def legal_pool(enc: GraphEncoding, obs: dict[str, torch.Tensor], level: str) -> torch.Tensor:
@@ -61,17 +61,22 @@ class QHead(nn.Module):
         edge_dim: int | None,
         head_hidden: int,
         legal_context: bool = False,
+        steps: int = 0,
     ) -> None:
         super().__init__()
         level = selection_level(action_space)
+        self.steps = int(steps)
         self.choice: SelectionHead | None = None
         self.graph: nn.Module | None = None
         self.context = level if legal_context else None
         if level is not None:
             extra = 0 if self.context is None else 2 * node_dim * (1 if level == "node" else 2)
-            self.choice = SelectionHead(level, node_dim, graph_dim + extra, edge_dim, head_hidden)
+            self.choice = SelectionHead(
+                level, node_dim, graph_dim + extra, edge_dim, head_hidden, outputs=max(1, self.steps)
+            )
         else:
-            self.graph = mlp(graph_dim, head_hidden, int(action_space.n))  # type: ignore[attr-defined]
+            self.num_actions = int(action_space.n)  # type: ignore[attr-defined]
+            self.graph = mlp(graph_dim, head_hidden, self.num_actions * max(1, self.steps))
 
     def forward(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.choice is not None:
@@ -80,7 +85,11 @@ class QHead(nn.Module):
                 enc = GraphEncoding(enc.nodes, torch.cat([enc.graphs, ctx], dim=-1), enc.batch, enc.ptr)
             return self.choice.dense_scores(enc, obs)
         assert self.graph is not None  # noqa: S101 (one of the two is built)
-        return self.graph(enc.graphs)  # type: ignore[no-any-return]
+        q = self.graph(enc.graphs)
+        if not self.steps:
+            return q  # type: ignore[no-any-return]
+        at = obs[OUTPUT_KEY]
+        return q.view(at.numel(), self.steps, self.num_actions)[torch.arange(at.numel()), at]
 
 
 class QNetwork(nn.Module):
@@ -95,10 +104,11 @@ class QNetwork(nn.Module):
         num_q: int = 1,
         value: bool = False,
         legal_context: bool = False,
+        steps: int = 0,
     ) -> None:
         super().__init__()
         self.encoder = encoder
-        dims = (encoder.hidden, encoder.out_dim, edge_dim, head_hidden, legal_context)
+        dims = (encoder.hidden, encoder.out_dim, edge_dim, head_hidden, legal_context, steps)
         self.q_heads = nn.ModuleList([QHead(action_space, *dims) for _ in range(num_q)])
         self.v_head = mlp(encoder.out_dim, head_hidden, 1) if value else None
 

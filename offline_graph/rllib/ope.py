@@ -87,6 +87,7 @@ def estimate_value(
     torch_threads: int | None = 1,
     fqe_heads: int = 10,
     fqe_steps: int | None = None,
+    fqe_by_step: bool = False,
     module_id: str | None = None,
     policy_mapping_fn: Any = None,
 ) -> dict[str, Any]:
@@ -103,7 +104,10 @@ def estimate_value(
     ``tau`` (None: target copied every iteration),
     ``q_model`` (the Q network's GNN keys), ``fqe_heads`` (bootstrap Q heads for the FQE
     interval, :mod:`offline_graph.rllib.fqe`; 0: resample the fitted ``V(s_0)`` only),
-    ``fqe_steps`` (gradient steps per iteration without ``epochs``; None: automatic);
+    ``fqe_steps`` (gradient steps per iteration without ``epochs``; None: automatic),
+    ``fqe_by_step`` (one Q per step ``t`` < horizon, which needs a horizon: for a task whose
+    value depends on a step count the observation does not show, e.g. a time limit the logs
+    reach; :mod:`offline_graph.rllib.fqe`);
     ``bc_epochs`` for the cloned behaviour policy.
     ``torch_threads`` (1): torch's intra-op threads meanwhile (restored after; None leaves
     them): the graph batches are small, and more threads made the scatter ops slower.
@@ -126,7 +130,8 @@ def estimate_value(
             module, data = _module_data(module, data, str(module_id), policy_mapping_fn)
         return _estimate(
             module, data, method, gamma, explore, n_boot, clip, seed, behaviour, bootstrap_truncated,
-            FQESettings(epochs, batch_size, lr, tau, q_model, fqe_heads, horizon, fqe_steps), bc_epochs,
+            FQESettings(epochs, batch_size, lr, tau, q_model, fqe_heads, horizon, fqe_steps, fqe_by_step),
+            bc_epochs,
         )  # fmt: skip
     finally:
         torch.set_num_threads(threads)
@@ -227,6 +232,12 @@ def _estimate(
             # a time limit, seen in the data: the longest truncated episode
             lengths = np.diff(ptr)[trans.truncateds[ptr[1:] - 1]]
             settings = replace(settings, horizon=int(lengths.max()))
+        if settings.by_step and settings.horizon is None:
+            raise ConfigError(
+                "estimate_value: horizon must be given with fqe_by_step=True (found no horizon, and "
+                "no truncated logged episode to take the time limit from). Pass horizon=, the most "
+                "steps an episode can last."
+            )
         ends = trans.terminateds | (trans.truncateds & (not bootstrap))
         if not bootstrap and settings.horizon is not None and settings.epochs is None:
             # H iterations end the return at the horizon already: an episode truncated there (the
@@ -310,7 +321,7 @@ def check_options(options: dict, where: str) -> None:
     k = {name: p.default for name, p in params.items() if name in allowed} | dict(options)
     fqe = FQESettings(
         epochs=k["epochs"], batch_size=k["batch_size"], lr=k["lr"], tau=k["tau"],
-        boot_heads=k["fqe_heads"], horizon=k["horizon"], steps=k["fqe_steps"],
+        boot_heads=k["fqe_heads"], horizon=k["horizon"], steps=k["fqe_steps"], by_step=k["fqe_by_step"],
     )  # fmt: skip
     check_settings(k["n_boot"], fqe, k["bc_epochs"], where)
 

@@ -28,6 +28,8 @@ def check_settings(n_boot: Any, settings: FQESettings, bc_epochs: Any, where: st
         raise ConfigError(f"{where}: n_boot must be 0 (no interval: NaN) or an int >= 2 (found {n_boot!r}).")
     if isinstance(settings.lr, bool) or not isinstance(settings.lr, (int, float)) or not settings.lr > 0:
         raise ConfigError(f"{where}: lr must be a number > 0 (found {settings.lr!r}).")
+    if not isinstance(settings.by_step, (bool, np.bool_)):
+        raise ConfigError(f"{where}: fqe_by_step must be True or False (found {settings.by_step!r}).")
     tau = settings.tau
     if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau <= 1):
         raise ConfigError(f"{where}: tau must be in (0, 1] or None (found {tau!r}).")

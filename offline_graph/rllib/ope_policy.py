@@ -191,7 +191,7 @@ def target_choices(
 
 
 def q_network(
-    observation_space: gym.Space, action_space: gym.Space, model: dict | None, num_q: int = 1
+    observation_space: gym.Space, action_space: gym.Space, model: dict | None, num_q: int = 1, steps: int = 0
 ) -> QNetwork:
     """A fresh Q network (:class:`~offline_graph.rllib.critic.QNetwork`, ``num_q`` heads) for
     the spaces; ``model`` takes GNNModule's encoder keys (``hidden``, ``layers``, ``conv``,
@@ -202,7 +202,9 @@ def q_network(
     cfg = resolve_gnn_config(model or {}, observation_space)
     in_dim, edge_dim = space_sizes(observation_space)
     encoder = GraphEncoder(in_dim, cfg["hidden"], cfg["layers"], cfg["conv"], cfg["pool"], edge_dim)
-    return QNetwork(encoder, action_space, edge_dim, cfg["head_hidden"], num_q=num_q, legal_context=True)
+    return QNetwork(
+        encoder, action_space, edge_dim, cfg["head_hidden"], num_q=num_q, legal_context=True, steps=steps
+    )
 
 
 def fit_behaviour(

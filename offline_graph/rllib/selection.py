@@ -24,6 +24,9 @@ from torch import nn
 
 from offline_graph.rllib.gnn_layers import GraphEncoding, mlp
 
+OUTPUT_KEY = "output_index"
+"""Observation key of a head with several outputs per choice: the one each graph reads ``[G]``."""
+
 
 def segment_log_softmax(
     logits: torch.Tensor, index: torch.Tensor, num_segments: int, mask: torch.Tensor | None = None
@@ -90,12 +93,21 @@ class SelectionHead(nn.Module):
     normalized log-probabilities in the ``[B, M]`` layout of :class:`TorchChoiceCategorical`.
     """
 
-    def __init__(self, level: str, node_dim: int, graph_dim: int, edge_dim: int | None, head_hidden: int):
+    def __init__(
+        self,
+        level: str,
+        node_dim: int,
+        graph_dim: int,
+        edge_dim: int | None,
+        head_hidden: int,
+        outputs: int = 1,
+    ):
         super().__init__()
         self.level = level
+        self.outputs = int(outputs)
         self.edge_dim = edge_dim if level == "edge" else None
         in_dim = node_dim + graph_dim if level == "node" else 2 * node_dim + graph_dim + (edge_dim or 0)
-        self.mlp = mlp(in_dim, head_hidden, 1)
+        self.mlp = mlp(in_dim, head_hidden, self.outputs)
 
     def choice_index(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Graph id of every choice (sorted)."""
@@ -103,10 +115,14 @@ class SelectionHead(nn.Module):
 
     def scores(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Raw score of every choice ``[C]`` (node / edge order of the batch)."""
-        parts = [choice_features(self.level, enc, obs), enc.graphs[self.choice_index(enc, obs)]]
+        index = self.choice_index(enc, obs)
+        parts = [choice_features(self.level, enc, obs), enc.graphs[index]]
         if self.edge_dim is not None:
             parts.append(obs["edge_attr"].to(enc.nodes.dtype))
-        return self.mlp(torch.cat(parts, dim=-1)).squeeze(-1)
+        out = self.mlp(torch.cat(parts, dim=-1))
+        if self.outputs == 1:
+            return out.squeeze(-1)
+        return out.gather(1, obs[OUTPUT_KEY][index].unsqueeze(1)).squeeze(1)
 
     def forward(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         num_graphs = enc.ptr.numel() - 1
