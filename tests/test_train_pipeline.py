@@ -95,8 +95,9 @@ def learner_state_dicts(algo) -> list[dict[str, np.ndarray]]:
     return [r.get() for r in results]
 
 
-@pytest.mark.parametrize("num_learners", [0, 2])
-@pytest.mark.parametrize("algo_name", ["bc", "marwil"])
+@pytest.mark.parametrize(
+    "algo_name,num_learners", [("bc", 0), ("bc", 2), ("marwil", 0)]
+)  # MARWIL on 2 DDP learners: test_memory_training (the same learner group, the value head too)
 def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, algo_name, num_learners):
     from offline_graph.rllib.evaluation import greedy_actions, restore_module
 

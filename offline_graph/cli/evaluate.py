@@ -91,6 +91,10 @@ class Config:
     """With --data and fqe / dr: the most steps an episode can last (the env's time limit):
     that many FQE iterations (default: the longest truncated logged episode, else until the
     estimate settles)."""
+    fqe_by_step: bool = False
+    """With --data and fqe / dr: one Q per step before the horizon (time-indexed FQE), for a
+    task whose value depends on a step count its observation hides (a time limit the logs
+    reach); needs --horizon or truncated logged episodes."""
     explore: bool = False
     """With --data: evaluate the module's stochastic policy instead of its greedy one."""
     policy_mapping: str | None = None

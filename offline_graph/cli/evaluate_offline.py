@@ -121,7 +121,10 @@ def run_offline(cfg: Any) -> dict[str, Any]:
     assert cfg.checkpoint is not None and cfg.data is not None  # noqa: S101 (parse_args checks)
     res: dict[str, Any] = {"checkpoint": storage.absolute(cfg.checkpoint), "data": cfg.data}
     seed = cfg.seed % (2**32)
-    kw = dict(method=cfg.method, explore=cfg.explore, epochs=cfg.fqe_epochs, horizon=cfg.horizon, seed=seed)
+    kw = dict(
+        method=cfg.method, explore=cfg.explore, epochs=cfg.fqe_epochs, horizon=cfg.horizon,
+        fqe_by_step=cfg.fqe_by_step, seed=seed,
+    )  # fmt: skip
     gamma = cfg.gamma if cfg.gamma is not None or not cfg.env else 1.0
     if _multi_agent(cfg):
         with fqe_progress():
