@@ -166,6 +166,7 @@ def test_by_step_fits_each_steps_value_where_one_model_averages_them(ended_at_li
     assert fitted.converged
     assert np.abs(fitted.q - (LIMIT - step - (trans.actions == 0))).max() < 0.1
     assert np.abs(fitted.v[: len(trans)] - (LIMIT - step)).max() < 0.1
+    assert (fitted.v[len(trans) :] == 0).all()  # the final observations: no step left
 
 
 def test_by_step_needs_a_horizon(ended_at_limit) -> None:

@@ -25,7 +25,7 @@ iteration ``k`` fits the ``k``-step value) or Polyak-averaged after every gradie
   true 8.20 on one target; every step is read with the final model);
 - ``by_step`` with ``horizon=H`` (time-indexed FQE): the Q heads have one output per step
   ``t < H`` and each logged step trains its own, ``y_t = r + gamma * (1 - end) *
-  V_{t+1}(s')`` with ``V_H = 0`` (a step at or past ``H`` trains nothing); iterated until
+  V_{t+1}(s')`` with ``V_H = 0`` (a step at or past ``H`` trains nothing and reads 0); iterated until
   settled (below), whose fixed point is then the ``H``-step value itself. The one model of
   the ``horizon=H`` schedule reads every logged step as if ``H`` steps were left, so where
   the observation hides the step (Team-v0: a fresh graph each step, a time limit of 10) the
@@ -170,8 +170,8 @@ def graph_steps(ptr: np.ndarray) -> np.ndarray:
 
 
 def _observer(graphs: GraphColumns, at: np.ndarray, horizon: int) -> Any:
-    """``idx -> torch_obs`` of those graphs; with a ``horizon`` also their one-hot step (the
-    last for a step at or past it)."""
+    """``idx -> torch_obs`` of those graphs; with a ``horizon`` also the Q output each reads,
+    its step (the last for a step at or past the horizon)."""
 
     def obs_of(idx: np.ndarray) -> dict[str, torch.Tensor]:
         obs = torch_obs(graphs.take(idx))
@@ -215,11 +215,11 @@ def fit_fqe(
     acts = torch.from_numpy(np.asarray(actions, np.int64))
     rews = torch.from_numpy(np.asarray(rewards, np.float32))
     episode_w = np.concatenate([np.ones((1, len(ptr) - 1)), rng.poisson(1.0, (heads, len(ptr) - 1))])
-    weights = np.repeat(episode_w, np.diff(ptr), axis=1)  # [1+H, T]
+    trained = np.repeat(episode_w, np.diff(ptr), axis=1)  # [1+H, T]
     go_on = 1.0 - np.asarray(ends, np.float32)
     if horizon:  # by_step: a step at or past the horizon trains nothing, V_H = 0
-        weights, go_on = weights * (at[: len(actions)] < horizon), go_on * (at[nxt] < horizon)
-    step_w = torch.from_numpy(weights.astype(np.float32))
+        trained, go_on = trained * (at[: len(actions)] < horizon), go_on * (at[nxt] < horizon)
+    step_w = torch.from_numpy(trained.astype(np.float32))
     alive = torch.from_numpy(go_on.astype(np.float32))
     per_epoch = max(1, math.ceil(len(actions) / int(settings.batch_size)))
     automatic = settings.epochs is None and (settings.horizon is None or bool(horizon))  # until settled
@@ -277,6 +277,9 @@ def fit_fqe(
         if done:
             break
     q_all, v_all = _read(net, obs_of, len(graphs), pi, acts)
+    if horizon:  # by_step: no step is left at or past the horizon
+        v_all[:, at >= horizon] = 0.0
+        q_all[:, at[: len(actions)] >= horizon] = 0.0
     first = v_all[1:, ptr[:-1]]
     weights = episode_w[1:]
     boot = (weights * first).sum(1) / np.maximum(weights.sum(1), 1e-12)
