@@ -169,7 +169,13 @@ def test_by_step_fits_each_steps_value_where_one_model_averages_them(ended_at_li
     assert (fitted.v[len(trans) :] == 0).all()  # the final observations: no step left
 
 
-def test_by_step_needs_a_horizon(ended_at_limit) -> None:
+def test_by_step_needs_a_horizon_and_says_when_it_outruns_the_logs(ended_at_limit) -> None:
+    kw = dict(gamma=1.0, n_boot=0, batch_size=32, lr=1e-2, q_model={"hidden": 16, "layers": 1}, fqe_heads=0)
+    res = estimate_value(
+        fixed([0.0, 1.0]), [ended_at_limit], method="fqe", horizon=5, fqe_by_step=True, fqe_steps=60, **kw
+    )
+    assert res["value"] == pytest.approx(3.0, abs=0.05)  # the logs end at step 3: steps 3, 4 count 0
+    assert any("the longest logged episode has 3 steps, fewer than horizon=5" in w for w in res["warnings"])
     with pytest.raises(ConfigError, match=r"horizon must be given with fqe_by_step=True \(found no horizon"):
         estimate_value(fixed([0.0, 1.0]), [ended_at_limit], method="fqe", gamma=1.0, fqe_by_step=True)
     with pytest.raises(ConfigError, match=r"fqe_by_step must be True or False \(found 'yes'\)"):

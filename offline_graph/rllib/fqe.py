@@ -25,7 +25,8 @@ iteration ``k`` fits the ``k``-step value) or Polyak-averaged after every gradie
   true 8.20 on one target; every step is read with the final model);
 - ``by_step`` with ``horizon=H`` (time-indexed FQE): the Q heads have one output per step
   ``t < H`` and each logged step trains its own, ``y_t = r + gamma * (1 - end) *
-  V_{t+1}(s')`` with ``V_H = 0`` (a step at or past ``H`` trains nothing and reads 0); iterated until
+  V_{t+1}(s')`` with ``V_H = 0`` (a step at or past ``H``, or past the longest logged episode:
+  no data, trains nothing and reads 0); iterated until
   settled (below), whose fixed point is then the ``H``-step value itself. The one model of
   the ``horizon=H`` schedule reads every logged step as if ``H`` steps were left, so where
   the observation hides the step (Team-v0: a fresh graph each step, a time limit of 10) the
@@ -205,7 +206,9 @@ def fit_fqe(
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     heads = int(settings.boot_heads)
-    horizon = int(settings.horizon) if settings.by_step and settings.horizon is not None else 0
+    horizon = 0  # by_step: the steps with an output of their own (none past the longest episode)
+    if settings.by_step and settings.horizon is not None:
+        horizon = min(int(settings.horizon), int(np.diff(ptr).max()))
     net = q_network(observation_space, action_space, settings.model, num_q=1 + heads, steps=horizon)
     target = net.frozen_copy()
     opt = torch.optim.Adam(net.parameters(), lr=settings.lr)

@@ -56,7 +56,7 @@ from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
 from offline_graph.rllib.fqe import MIN_STEPS, FQESettings, fit_fqe
 from offline_graph.rllib.multi_agent import agent_module
-from offline_graph.rllib.ope_checks import check_settings
+from offline_graph.rllib.ope_checks import by_step_warnings, check_settings
 from offline_graph.rllib.ope_policy import check_module, fit_behaviour, target_choices
 
 DEFAULT_GAMMA = 0.99
@@ -232,12 +232,6 @@ def _estimate(
             # a time limit, seen in the data: the longest truncated episode
             lengths = np.diff(ptr)[trans.truncateds[ptr[1:] - 1]]
             settings = replace(settings, horizon=int(lengths.max()))
-        if settings.by_step and settings.horizon is None:
-            raise ConfigError(
-                "estimate_value: horizon must be given with fqe_by_step=True (found no horizon, and "
-                "no truncated logged episode to take the time limit from). Pass horizon=, the most "
-                "steps an episode can last."
-            )
         ends = trans.terminateds | (trans.truncateds & (not bootstrap))
         if not bootstrap and settings.horizon is not None and settings.epochs is None:
             # H iterations end the return at the horizon already: an episode truncated there (the
@@ -246,6 +240,7 @@ def _estimate(
             at_limit = np.repeat(np.diff(ptr) >= settings.horizon, np.diff(ptr))
             ends = ends & ~(trans.truncateds & at_limit)
         out["fqe_horizon"] = settings.horizon
+        out["warnings"] += by_step_warnings(settings, ptr)
         fitted = fit_fqe(
             graphs, ptr, trans.actions, trans.rewards, ends, pi, gamma,
             module.observation_space, module.action_space, settings, seed,

@@ -33,3 +33,24 @@ def check_settings(n_boot: Any, settings: FQESettings, bc_epochs: Any, where: st
     tau = settings.tau
     if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau <= 1):
         raise ConfigError(f"{where}: tau must be in (0, 1] or None (found {tau!r}).")
+
+
+def by_step_warnings(settings: FQESettings, ptr: np.ndarray) -> list[str]:
+    """With ``by_step``: a ConfigError without a horizon (given or found in the data), else
+    a warning when the horizon outruns the longest logged episode (later steps count 0)."""
+    if not settings.by_step:
+        return []
+    if settings.horizon is None:
+        raise ConfigError(
+            "estimate_value: horizon must be given with fqe_by_step=True (found no horizon, and "
+            "no truncated logged episode to take the time limit from). Pass horizon= (offline-graph "
+            "evaluate: --horizon), the most steps an episode can last."
+        )
+    longest = int(np.diff(ptr).max())
+    if settings.horizon <= longest:
+        return []
+    return [
+        f"fqe: fqe_by_step values only the steps the logs reach (the longest logged episode has "
+        f"{longest} steps, fewer than horizon={settings.horizon}): later steps count 0, so a target "
+        "that outlives the logged episodes is under-estimated. Leave fqe_by_step off for it."
+    ]
