@@ -31,6 +31,15 @@ from tests.test_ope import SPACE, fixed
 LIMIT = 3
 
 
+def uniform_episode(obs: list, acts: np.ndarray, name: str, *, terminated: bool) -> bytes:
+    """A logged episode of uniform actions ``acts`` (reward = the action, ``action_logp`` =
+    log 1/2) ending at the limit: terminated, else truncated."""
+    return encode_episode(
+        obs, acts.tolist(), acts.astype(float).tolist(), terminated=terminated, truncated=not terminated,
+        episode_id=name, action_logp=[math.log(0.5)] * LIMIT,
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory) -> str:
     rng = np.random.default_rng(3)
@@ -40,18 +49,7 @@ def limited(tmp_path_factory) -> str:
             make_graph(int(rng.integers(2, 5)), 2, F=2, D=None, seed=7000 + 4 * i + j)
             for j in range(LIMIT + 1)
         ]
-        acts = rng.integers(0, 2, size=LIMIT)
-        items.append(
-            encode_episode(
-                obs,
-                acts.tolist(),
-                acts.astype(float).tolist(),
-                terminated=False,
-                truncated=True,
-                episode_id=f"t{i}",
-                action_logp=[math.log(0.5)] * LIMIT,
-            )  # fmt: skip
-        )
+        items.append(uniform_episode(obs, rng.integers(0, 2, size=LIMIT), f"t{i}", terminated=False))
     return write_episode_file(tmp_path_factory.mktemp("fqe_h") / "limited.parquet", items)
 
 
@@ -112,17 +110,8 @@ def ended_at_limit(tmp_path_factory) -> str:
     graph = make_graph(3, 2, F=2, D=None, seed=11)
     items = []
     for i in range(64):
-        acts = rng.integers(0, 2, size=LIMIT)
         items.append(
-            encode_episode(
-                [graph] * (LIMIT + 1),
-                acts.tolist(),
-                acts.astype(float).tolist(),
-                terminated=True,
-                truncated=False,
-                episode_id=f"e{i}",
-                action_logp=[math.log(0.5)] * LIMIT,
-            )  # fmt: skip
+            uniform_episode([graph] * (LIMIT + 1), rng.integers(0, 2, size=LIMIT), f"e{i}", terminated=True)
         )
     return write_episode_file(tmp_path_factory.mktemp("fqe_end") / "ended.parquet", items)
 
@@ -148,6 +137,13 @@ def test_by_step_fits_each_steps_value_where_one_model_averages_them(ended_at_li
     assert by_step["value"] == pytest.approx(3.0, abs=0.05)
     assert by_step["fqe_iterations"] >= 20  # until settled, not LIMIT
     assert not any("had not settled" in w for w in by_step["warnings"])
+    # DR (and the DR interval FQE's is widened to hold) is built on the one model, also with by_step
+    dr = estimate_value(fixed([0.0, 1.0]), [ended_at_limit], method="dr", **kw)
+    dr_by_step = estimate_value(fixed([0.0, 1.0]), [ended_at_limit], method="dr", fqe_by_step=True, **kw)
+    assert dr_by_step["value"] == dr["value"] and dr_by_step["ci_low"] == dr["ci_low"]
+    assert dr["value"] == pytest.approx(3.0, abs=0.05)  # its IS corrections undo the one model's bias
+    assert dr_by_step["fqe"]["value"] == by_step["value"]  # FQE's own value: the per-step model
+    assert by_step["ci_low"] <= dr["ci_low"] and by_step["ci_high"] >= dr["ci_high"]
 
     graphs = GraphColumns.concat([trans.obs, trans.final_obs])
     pi = target_choices(fixed([0.0, 1.0]), graphs, explore=False)

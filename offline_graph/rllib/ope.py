@@ -45,6 +45,7 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -54,7 +55,8 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.logged import Logged, load_agents, load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
-from offline_graph.rllib.fqe import MIN_STEPS, FQESettings, fit_fqe
+from offline_graph.rllib.fqe import FQESettings
+from offline_graph.rllib.fqe_model import fitted_model
 from offline_graph.rllib.multi_agent import agent_module
 from offline_graph.rllib.ope_checks import by_step_warnings, check_settings
 from offline_graph.rllib.ope_policy import check_module, fit_behaviour, target_choices
@@ -227,6 +229,8 @@ def _estimate(
             )
         graphs = GraphColumns.concat([trans.obs, trans.final_obs])
     pi = target_choices(module, graphs, explore)
+    # FQE checked by DR where the logs carry the behaviour's probabilities (no clone for it)
+    checked = method == "fqe" and _logged_logp(logged, behaviour) is not None
     if method in ("fqe", "dr"):
         if settings.horizon is None and settings.epochs is None and not bootstrap and trans.truncateds.any():
             # a time limit, seen in the data: the longest truncated episode
@@ -241,38 +245,19 @@ def _estimate(
             ends = ends & ~(trans.truncateds & at_limit)
         out["fqe_horizon"] = settings.horizon
         out["warnings"] += by_step_warnings(settings, ptr)
-        fitted = fit_fqe(
-            graphs, ptr, trans.actions, trans.rewards, ends, pi, gamma,
-            module.observation_space, module.action_space, settings, seed,
+        ended = trans.truncateds[ptr[1:] - 1] & bootstrap  # final observations bootstrapped
+        fit = partial(
+            fitted_model, graphs, ptr, trans.actions, trans.rewards, ends, ended, pi, gamma,
+            module.observation_space, module.action_space, seed=seed, n_boot=n_boot,
         )  # fmt: skip
-        out["fqe_loss"] = fitted.losses[-1] if fitted.losses else None
-        out["fqe_iterations"] = len(fitted.estimates)
-        if not fitted.converged:
-            out["warnings"].append(
-                f"fqe: the estimate had not settled after {len(fitted.estimates)} iterations "
-                f"(last {fitted.estimates[-10:]}); pass epochs= to fit longer, or check that the "
-                "target policy ends its episodes."
-            )
-        per_pass = fitted.steps_per_iteration
-        if settings.epochs is not None and per_pass * settings.epochs < MIN_STEPS:
-            out["warnings"].append(
-                f"fqe: epochs={settings.epochs} made {per_pass * settings.epochs} gradient steps in "
-                f"all ({per_pass} per pass over {len(trans)} transitions at batch_size="
-                f"{settings.batch_size}), fewer than the {MIN_STEPS} the horizon schedule makes at "
-                "least: the Q model may be under-fit. Leave epochs unset (or pass horizon=) on "
-                "small logs."
-            )
-        n = len(trans)
-        ended = trans.truncateds[ptr[1:] - 1] & bootstrap
-        model = (fitted.q, fitted.v[:n], np.where(ended, fitted.v[n:], 0.0))
-        heads = [(q, v[:n], np.where(ended, v[n:], 0.0)) for q, v in zip(fitted.heads_q, fitted.heads_v)]
-        fqe_estimate = ope.mean_estimate(fitted.v[ptr[:-1]], n_boot, seed)
-        if len(fitted.boot) >= 2:
-            fqe_estimate["ci_low"], fqe_estimate["ci_high"] = ope.replicate_interval(
-                fqe_estimate["value"], fitted.boot
-            )
-    # FQE checked by DR where the logs carry the behaviour's probabilities (no clone for it)
-    checked = method == "fqe" and _logged_logp(logged, behaviour) is not None
+        first = fit(settings)
+        out["fqe_loss"], out["fqe_iterations"] = first.loss, first.iterations
+        out["warnings"] += first.warnings
+        fqe_estimate, model, heads = first.estimate, first.model, first.heads
+        if settings.by_step and (method == "dr" or checked):  # DR (and FQE's check) on the one model
+            one = fit(replace(settings, by_step=False))
+            model, heads = one.model, one.heads
+            out["warnings"] += one.warnings
     if method != "fqe" or checked:
         mu, used = _behaviour(logged, behaviour, module, bc_epochs, settings, seed)
         ratios, clipped = ope.step_ratios(pi.at(trans.actions), mu, clip)
