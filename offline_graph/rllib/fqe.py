@@ -34,7 +34,8 @@ iteration ``k`` fits the ``k``-step value) or Polyak-averaged after every gradie
   expert 7.7 for a true 10, with ``by_step`` 9.3 (the uniform target 1.13 and 1.72 for a
   true 1.01: a hidden mistake count still aliases). Steps near the limit have fewer logged
   samples, so the per-step model is noisier: DR, which corrects the shared model with the
-  importance weights, was better with it (the same seed: 4.0% against 7.0%);
+  importance weights, was better with it (the same seed: 4.0% against 7.0%), so
+  ``estimate_value`` builds DR on the one model, fitted as well;
 - ``epochs=None, horizon=None`` (automatic): iterations of ``P`` steps until the estimate has
   converged: the mean ``V(s_0)`` over the episodes' first
   observations moved less than :data:`PLATEAU_TOL` of itself over the last

@@ -20,6 +20,8 @@ Model = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 @dataclass
 class FittedModel:
+    """One fit, read for OPE (module doc)."""
+
     model: Model
     heads: list[Model]
     """The bootstrap heads' models."""

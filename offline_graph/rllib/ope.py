@@ -109,7 +109,8 @@ def estimate_value(
     ``fqe_steps`` (gradient steps per iteration without ``epochs``; None: automatic),
     ``fqe_by_step`` (one Q per step ``t`` < horizon, which needs a horizon: for a task whose
     value depends on a step count the observation does not show, e.g. a time limit the logs
-    reach; :mod:`offline_graph.rllib.fqe`);
+    reach; :mod:`offline_graph.rllib.fqe`; DR, and FQE's DR check, stay on the one model,
+    fitted too);
     ``bc_epochs`` for the cloned behaviour policy.
     ``torch_threads`` (1): torch's intra-op threads meanwhile (restored after; None leaves
     them): the graph batches are small, and more threads made the scatter ops slower.
