@@ -89,7 +89,9 @@ class QHead(nn.Module):
         if not self.steps:
             return q  # type: ignore[no-any-return]
         at = obs[OUTPUT_KEY]
-        return q.view(at.numel(), self.steps, self.num_actions)[torch.arange(at.numel()), at]
+        return q.view(at.numel(), self.steps, self.num_actions)[
+            torch.arange(at.numel(), device=at.device), at
+        ]
 
 
 class QNetwork(nn.Module):
