@@ -111,18 +111,24 @@ def test_record_unknown_env_is_one_line_exit_2(tmp_path, capsys):
 
 def test_convert_into_a_full_directory_is_one_line_exit_2(tmp_path, capsys):
     """The output check was a bare FileExistsError (traceback, 'unexpected error', exit 1); it
-    is now an OutputExistsError: a ConfigError and still a FileExistsError."""
+    is now an OutputExistsError: a ConfigError and still a FileExistsError, raised before the
+    input is scanned or Ray starts."""
     import offline_graph
 
     full = tmp_path / "full"
     full.mkdir()
     (full / "keep.txt").write_text("x")
     data = ROOT / "sample_data" / "expert"
+    import ray
+
     assert main(f"convert --input {data} --output {full}".split()) == 2
-    assert capsys.readouterr().err.endswith(
+    out = capsys.readouterr()
+    assert out.err.endswith(
         f"offline-graph convert: output {full} must be empty or absent (found 1 entries). "
         "Choose a new --output or delete it.\n"
     )
+    # checked first: no spaces line printed before the refusal, and no Ray started for it
+    assert out.out == "" and not ray.is_initialized()
     assert issubclass(offline_graph.OutputExistsError, ConfigError)
     assert issubclass(offline_graph.OutputExistsError, FileExistsError)
     assert (full / "keep.txt").read_text() == "x" and len(list(full.iterdir())) == 1

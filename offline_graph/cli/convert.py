@@ -103,11 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     from offline_graph.data.errors import OfflineGraphError
     from offline_graph.data.files import scan_files
     from offline_graph.data.reader import spec_from_spaces
-    from offline_graph.jobs.conversion import REPORT_NAME
+    from offline_graph.jobs.conversion import REPORT_NAME, require_empty_output
     from offline_graph.jobs.convert import ConvertConfig, convert
     from offline_graph.env.data_spaces import resolve_spaces
 
     try:
+        require_empty_output(args.output)  # before the input's scan and Ray's start
         scan = scan_files(args.input, args.on_error)
         from offline_graph.data.ma_stats import is_multi_agent_data
 

@@ -68,6 +68,16 @@ def convert_block(
     return fn(batch)
 
 
+def require_empty_output(output: str) -> None:
+    """OutputExistsError unless ``output`` (a local path or URI) is absent or empty."""
+    existing = storage.list_dir(output, recursive=True) if storage.is_dir(output) else []
+    if existing:
+        raise OutputExistsError(
+            f"convert: output {output} must be empty or absent (found "
+            f"{len(existing)} entries). Choose a new --output or delete it."
+        )
+
+
 def start(cfg: Any) -> tuple[FileScan, float]:
     """The checks before a conversion: options, empty output, the input's scan and kind.
 
@@ -80,12 +90,7 @@ def start(cfg: Any) -> tuple[FileScan, float]:
                 f"convert: {name} must be > 0 (found {value!r}). Use a positive number"
                 + (" or None for all CPUs." if name == "num_workers" else ".")
             )
-    existing = storage.list_dir(cfg.output, recursive=True) if storage.is_dir(cfg.output) else []
-    if existing:
-        raise OutputExistsError(
-            f"convert: output {cfg.output} must be empty or absent (found "
-            f"{len(existing)} entries). Choose a new --output or delete it."
-        )
+    require_empty_output(cfg.output)
     start = time.perf_counter()
     scan = scan_files(cfg.input, cfg.on_error)
     if scan.kind == "transitions":
