@@ -19,6 +19,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.spaces import NodeAction
 from offline_graph.jobs.recording import episode_seeds
 from offline_graph.rllib import evaluation
+from offline_graph.rllib.acting import normalized_score
 from offline_graph.rllib.ma_evaluation import (
     EpisodeRef,
     _mapper,
@@ -148,6 +149,9 @@ def test_baselines_and_normalized_score():
     assert alpha["normalized"] == pytest.approx(100 * 1.5 / 3)
     assert beta["normalized"] == pytest.approx(100 * 30 / 90)
     assert res["baselines"]["expert"]["mean_return"] == 96.0
+    assert normalized_score(2.0, 1.0, 5.0) == 25.0
+    with pytest.raises(ConfigError, match=r"expert and random returns must differ \(found both 3.0\)"):
+        normalized_score(1.0, 3.0, 3.0)
 
 
 def test_mapping_defaults_and_unmapped_agent_error():

@@ -13,6 +13,7 @@ import numpy as np
 
 from offline_graph.data.collate import collate
 from offline_graph.data.columns import GraphColumns
+from offline_graph.data.errors import ConfigError
 from offline_graph.data.graph import GraphDict
 from offline_graph.data.spaces import selection_level
 from offline_graph.rllib.stepwise import StepStates
@@ -22,10 +23,11 @@ DEFAULT_EVAL_SEED = 987_654_321
 
 
 def normalized_score(ret: float, random_ret: float, expert_ret: float) -> float:
-    """``100 * (ret - random) / (expert - random)``: 0 = random policy, 100 = expert."""
+    """``100 * (ret - random) / (expert - random)``: 0 = random policy, 100 = expert.
+    ConfigError (a ValueError) when the expert and random returns are equal."""
     denom = float(expert_ret) - float(random_ret)
     if denom == 0.0:
-        raise ValueError(
+        raise ConfigError(
             "normalized_score: expert and random returns must differ (found both "
             f"{expert_ret!r}). Evaluate over more episodes."
         )
