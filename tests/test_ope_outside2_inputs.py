@@ -186,3 +186,41 @@ def test_rllib_recorded_logs_of_an_outside_env(ray_session, tmp_path):
     res = ev(outside(OBS1, ACT2, rule5), [str(tmp_path / "rec")], method="wis", gamma=1.0, explore=True)
     assert (res["episodes"], res["behaviour"]) == (len(sampled), "logged")
     assert res["value"] == pytest.approx(num / den, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_rllib_recorder_chunks_are_joined_repeats_used_once_and_the_unfinished_left_out(
+    ray_session, tmp_path
+):
+    """RLlib 2.60's recorder as an RLlib user runs it: sample(num_timesteps=...) three times
+    with output_write_episodes. Each call writes its unfinished episode as a chunk (continued
+    in the next call) and, without output_max_rows_per_file, every earlier call's episodes
+    again. The sampling module as the target (explore=True) weighs every step 1, so WIS is the
+    mean return of the whole episodes, each counted once; the last call's unfinished episode is
+    left out, and both are said."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    config = offline_graph.configure_online(
+        PPOConfig()
+        .environment("offline_graph/Graph-v0")
+        .offline_data(output=str(tmp_path / "rec"), output_write_episodes=True)
+        .env_runners(num_env_runners=0)
+        .debugging(seed=0)
+    )  # fmt: skip
+    runner = config.env_runner_cls(config=config, worker_index=0)
+    try:
+        chunks = [ep for _ in range(3) for ep in runner.sample(num_timesteps=40, explore=True)]
+    finally:
+        runner.stop()
+    returns: dict[str, float] = {}
+    for ep in chunks:
+        returns[ep.id_] = returns.get(ep.id_, 0.0) + float(sum(ep.get_rewards()))
+    unfinished = {ep.id_ for ep in chunks} - {ep.id_ for ep in chunks if ep.is_done}
+    assert len(unfinished) == 1 and len(chunks) > len(returns)  # some episode spans two calls
+    whole = [r for eid, r in returns.items() if eid not in unfinished]
+    res = ev(runner.module, [str(tmp_path / "rec")], method="wis", gamma=1.0, explore=True, n_boot=20)
+    assert (res["episodes"], res["episodes_left_out"]) == (len(whole), 1)
+    assert res["value"] == pytest.approx(np.mean(whole), rel=1e-5)
+    assert any("steps logged more than once" in w for w in res["warnings"])
+    (cut,) = unfinished
+    assert any("left out, not whole: 1 without their end" in w and cut in w for w in res["warnings"])

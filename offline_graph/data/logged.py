@@ -17,7 +17,7 @@ own ``extra_model_outputs``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 
 from offline_graph.data import storage
 from offline_graph.data.codec import unpack_item
-from offline_graph.data.columns import counts_to_ptr
-from offline_graph.data.errors import ConfigError, DecodeError
+from offline_graph.data.columns import concat_ranges, counts_to_ptr
+from offline_graph.data.errors import ConfigError, DecodeError, OfflineGraphError
 from offline_graph.data.files import scan_files
 from offline_graph.data.holdout import held_out
 from offline_graph.data.multi_agent import Route, read_agent_episodes
@@ -50,6 +50,9 @@ class Logged:
     behaviour_logp: np.ndarray | None
     without_logp: int = 0
     """Logged episodes (rows) that carry no ``action_logp`` (only counted where some do)."""
+    incomplete: dict[str, list[str]] = field(default_factory=dict)
+    """The ids of the episodes left out, by why (:func:`whole_episodes`): ``"without_end"``,
+    ``"without_start"``; and ``"repeated"``: those read once though logged more than once."""
 
     @property
     def episodes(self) -> int:
@@ -89,13 +92,20 @@ MULTI_AGENT_HINT = "Evaluate one module of multi-agent episode files with estima
 
 
 def whole_episodes(
-    trans: Transitions, where: str, keys: list[Any] | None = None
-) -> tuple[Transitions, np.ndarray, np.ndarray]:
+    trans: Transitions, where: str, keys: list[Any] | None = None, *, drop_incomplete: bool = False
+) -> tuple[Transitions, np.ndarray, np.ndarray, dict[str, list[str]]]:
     """``(trans with each episode's steps contiguous and in order, the episodes' ptr, the
-    original row of each new row)``. Entries of ``trans.episode_ids`` with the same key
-    (``keys``, default the episode id; per agent for multi-agent data) are one episode,
-    ordered by ``t``. ConfigError for multi-agent rows or an episode without its end or its
-    first step."""
+    original row of each new row, the episodes left out)``. Entries of ``trans.episode_ids``
+    with the same key (``keys``, default the episode id; per agent for multi-agent data) are
+    one episode (RLlib's chunks of one episode), ordered by ``t``. ConfigError for multi-agent
+    rows and an episode with missing or repeated steps between its first and its last.
+
+    An episode without its end (the recording stopped in the middle of it: RLlib writes each
+    ``sample()`` call's unfinished episodes as chunks) or without its first step (a chunk whose
+    earlier steps are not in the data) is left out with ``drop_incomplete`` (its id listed
+    under ``"without_end"`` / ``"without_start"``), else a ConfigError too; with it, steps
+    logged more than once with the same action and reward are used once (the episode's id
+    under ``"repeated"``)."""
     if trans.agent_ids is not None:
         raise ConfigError(
             f"{where}: data must be single-agent episodes (found multi-agent rows). " + MULTI_AGENT_HINT
@@ -113,6 +123,14 @@ def whole_episodes(
     if not np.array_equal(order, np.arange(len(trans))):
         trans = trans.take(order)
     row_group = row_group[order]
+    again = np.flatnonzero((np.diff(row_group) == 0) & (np.diff(trans.t) == 0)) + 1
+    same = (trans.actions[again] == trans.actions[again - 1]) & (
+        trans.rewards[again] == trans.rewards[again - 1]
+    )
+    repeated = sorted({trans.episode_ids[i] for i in trans.episode_index[again[same]]}, key=str)
+    if len(again) and same.all() and drop_incomplete:  # the same steps logged twice: once
+        rows = np.delete(np.arange(len(trans)), again)
+        trans, row_group, order = trans.take(rows), row_group[rows], order[rows]
     counts = np.bincount(row_group, minlength=len(index))
     keep = np.flatnonzero(counts)  # the episodes that have rows
     ptr = counts_to_ptr(counts[keep])
@@ -126,29 +144,80 @@ def whole_episodes(
     ended = trans.terminateds[last] | trans.truncateds[last]
     gaps = np.diff(trans.t) != 1
     gaps[ptr[1:-1] - 1] = False
-    starts = trans.t[ptr[:-1]] != 0
-    bad = np.flatnonzero(~ended | starts | np.add.reduceat(np.append(gaps, False), ptr[:-1]).astype(bool))
+    broken = np.add.reduceat(np.append(gaps, False), ptr[:-1]).astype(bool)
+    cut = ~ended | (trans.t[ptr[:-1]] != 0)
+    bad = np.flatnonzero(broken | (cut & (not drop_incomplete)))
     if len(bad):
         raise ConfigError(
             f"{where}: every episode must be whole, its steps from the first to its end (found "
             f"episode {trans.episode_ids[int(bad[0])]!r} "
-            + ("without its end" if not ended[bad[0]] else "with missing or repeated steps")
+            + ("with missing or repeated steps" if broken[bad[0]] else "without its end or first step")
             + "). Evaluate on whole episode files (every chunk of a cut episode) or on all the "
             "rows an episode was converted to."
         )
-    return trans, ptr, order
+    ids = trans.episode_ids
+    dropped = {
+        "without_end": [ids[i] for i in np.flatnonzero(~ended)],
+        "without_start": [ids[i] for i in np.flatnonzero(cut & ended)],
+    }
+    if not cut.any():
+        return trans, ptr, order, {"repeated": repeated} if repeated else {}
+    dropped["repeated"] = repeated
+    keep = np.flatnonzero(~cut)
+    if not len(keep):
+        raise ConfigError(
+            f"{where}: data must hold at least one whole episode, from its first step to its end "
+            f"(found {len(dropped['without_end'])} episodes without their end, "
+            f"{len(dropped['without_start'])} without their first step, e.g. {ids[0]!r}). Record "
+            "whole episodes (RLlib: sample(num_episodes=...)), or give every file of a recording."
+        )
+    rows = concat_ranges(ptr[:-1][keep], ptr[1:][keep])
+    kept = replace(
+        trans.take(rows),
+        episode_ids=[ids[i] for i in keep],
+        episode_index=np.repeat(np.arange(len(keep), dtype=np.int32), np.diff(ptr)[keep]),
+        final_obs=None if trans.final_obs is None else trans.final_obs.take(keep),
+    )
+    return kept, counts_to_ptr(np.diff(ptr)[keep]), order[rows], dropped
+
+
+def incomplete_warning(logged: Logged) -> list[str]:
+    """The warnings that say which episodes :func:`whole_episodes` left out or read once though
+    logged more than once (none: [])."""
+    n_end, n_start = (len(logged.incomplete.get(k, [])) for k in ("without_end", "without_start"))
+    out = []
+    if logged.incomplete.get("repeated"):
+        again = logged.incomplete["repeated"]
+        out.append(
+            f"{len(again)} logged episodes hold steps logged more than once, the same action and "
+            f"reward each time (e.g. {again[0]!r}; RLlib 2.60's recorder without "
+            "output_max_rows_per_file writes every earlier sample() call's episodes again): each "
+            "step is used once."
+        )
+    if not n_end + n_start:
+        return out
+    first = next(ids[0] for k, ids in logged.incomplete.items() if ids and k != "repeated")
+    return out + [
+        f"{n_end + n_start} logged episodes were left out, not whole: {n_end} without their end "
+        f"(the recording stopped in them; RLlib writes each sample() call's unfinished episodes as "
+        f"chunks), {n_start} without their first step (their earlier chunks are not in the data); "
+        f"e.g. {first!r}. The estimate uses the {logged.episodes} whole ones; long episodes are "
+        "the likelier to be cut, so record whole episodes (sample(num_episodes=...)) or give "
+        "every file of the recording."
+    ]
 
 
 def _combine(
     parts: list[Transitions], logps: list[np.ndarray | None], where: str, keys: list[Any] | None = None
 ) -> Logged:
     """Whole episodes of ``parts`` and, when every episode has them, its log-probabilities."""
-    trans, ptr, order = whole_episodes(Transitions.concat(parts), where, keys)
+    whole = Transitions.concat(parts)
+    trans, ptr, order, dropped = whole_episodes(whole, where, keys, drop_incomplete=True)
     have = [v for v in logps if v is not None]
     logp = None
-    if len(have) == len(logps) and sum(len(v) for v in have) == len(trans):
+    if len(have) == len(logps) and sum(len(v) for v in have) == len(whole):
         logp = (np.concatenate(have) if have else np.zeros(0))[order]
-    return Logged(trans, ptr, logp, len(logps) - len(have) if have else 0)
+    return Logged(trans, ptr, logp, len(logps) - len(have) if have else 0, dropped)
 
 
 LOGP_MAX = 1e-5
@@ -209,7 +278,9 @@ def load_agents(data: Any, route: Route, module_id: str, where: str = "estimate_
         target = route(agent_id, recorded, episode_id)
         if target is not None:
             seen.add(target[0])
-        return target if target is not None and target[0] == module_id else None
+        if target is None or target[0] != module_id:
+            return None
+        return target[0], replace(target[1], unfinished=True)  # RLlib's chunks are joined
 
     for path in scan.files:
         items = pq.read_table(storage.open_input_file(path), columns=["item"]).column("item").to_pylist()
@@ -265,10 +336,11 @@ def load_logged(
     parts: list[Transitions] = []
     logps: list[np.ndarray | None] = []
     paths: list[str] = []
+    spec = replace(spec, unfinished=True)  # RLlib's chunks of an episode are joined
     for path in scan.files:
         items = pq.read_table(storage.open_input_file(path), columns=["item"]).column("item").to_pylist()
         try:
-            parts += read_transitions(items, [path] * len(items), spec, 1.0)
+            parts += _read_rows(items, path, spec)
         except DecodeError as err:
             if err.reason == "multi_agent":
                 raise ConfigError(
@@ -282,6 +354,18 @@ def load_logged(
     return _combine(parts, logps, where)
 
 
+def _read_rows(items: list, path: str, spec: EpisodeSpec) -> list[Transitions]:
+    """The transitions of one file's episode rows; row by row when two rows share an episode
+    id (chunks of one episode: RLlib's recorder with ``output_max_rows_per_file``), which one
+    read refuses as duplicates."""
+    try:
+        return read_transitions(items, [path] * len(items), spec, 1.0)
+    except OfflineGraphError as err:
+        if err.reason != "duplicate_id":
+            raise
+    return [part for item in items for part in read_transitions([item], [path], spec, 1.0)]
+
+
 def held_out_episodes(logged: Logged, fraction: float, seed: int) -> Logged:
     """The episodes of ``logged`` that training holds out (:mod:`offline_graph.data.holdout`)."""
     mask = held_out(logged.trans.episode_ids, fraction, seed)[logged.trans.episode_index]
@@ -291,6 +375,6 @@ def held_out_episodes(logged: Logged, fraction: float, seed: int) -> Logged:
             f"offline evaluation: the held-out episodes must not be empty (found none of "
             f"{logged.episodes} held out with holdout={fraction}). Raise configure(holdout=...)."
         )
-    trans, ptr, order = whole_episodes(logged.trans.take(rows), "offline evaluation")
+    trans, ptr, order, _ = whole_episodes(logged.trans.take(rows), "offline evaluation")
     logp = None if logged.behaviour_logp is None else logged.behaviour_logp[rows][order]
-    return Logged(trans, ptr, logp, logged.without_logp)
+    return Logged(trans, ptr, logp, logged.without_logp, logged.incomplete)

@@ -20,3 +20,7 @@ class EpisodeSpec:
     action_level: str | None = None
     """None: graph-level ``Discrete(k)`` actions; "node" / "edge": ``NodeAction`` /
     ``EdgeAction`` (the action indexes this step's nodes / edges; ``action_mask`` allowed)."""
+    unfinished: bool = False
+    """Accept an episode chunk that is neither terminated nor truncated (RLlib writes each
+    ``sample()`` call's unfinished episodes so): off-policy evaluation joins an episode's
+    chunks; training and conversion refuse them (reason ``not_finished``)."""

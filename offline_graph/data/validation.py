@@ -3,7 +3,8 @@
 Checks, each with a short ``reason`` key used for skip-mode accounting:
 
 =====================  ==================================================================
-``not_finished``       the episode is neither terminated nor truncated
+``not_finished``       the episode is neither terminated nor truncated (unless
+                       ``spec.unfinished``: off-policy evaluation joins RLlib's chunks)
 ``length``             ``len(observations) != len(actions) + 1`` or rewards != actions, or T == 0
 ``obs_type``           an observation is not a dict with ``x`` and ``edge_index``
 ``x_shape``            ``x`` is not float [N, F] with the space's F
@@ -104,7 +105,7 @@ def validate_episode(
     def ctx(t: int | None = None, column: str | None = None) -> str:
         return where(file=file, row=row, episode_id=eid, t=t, column=column)
 
-    if not (raw.terminated or raw.truncated):
+    if not (raw.terminated or raw.truncated or spec.unfinished):
         raise _fail(
             "not_finished",
             f"{ctx()}: episode must be finished, terminated or truncated (found "

@@ -52,7 +52,7 @@ import numpy as np
 
 from offline_graph.data import ope
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.logged import Logged, load_agents, load_logged
+from offline_graph.data.logged import Logged, incomplete_warning, load_agents, load_logged
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.data.columns import GraphColumns
 from offline_graph.rllib.fqe import FQESettings
@@ -119,7 +119,10 @@ def estimate_value(
     ``n_boot``: 0 gives no interval (NaN bounds).
 
     Returns ``{"value", "ci_low", "ci_high", "method", "gamma", "episodes", "transitions",
-    "ess", "behaviour", "clipped", "warnings", "seconds", ...}`` (``ess`` / ``behaviour`` /
+    "episodes_left_out", "ess", "behaviour", "clipped", "warnings", "seconds", ...}``
+    (``episodes_left_out``: episodes not whole in the data, without their end or first step,
+    e.g. the chunk RLlib writes of an episode unfinished when recording stopped; a warning
+    names one; ``ess`` / ``behaviour`` /
     ``clipped`` None for FQE; FQE and DR add ``fqe_loss``, the last iteration's TD loss,
     ``fqe_iterations`` and ``fqe_horizon``, the horizon used or None).
     """
@@ -212,10 +215,11 @@ def _estimate(
         "bootstrap_truncated": bootstrap if method in ("fqe", "dr") else None,
         "episodes": logged.episodes,
         "transitions": len(trans),
+        "episodes_left_out": sum(len(v) for k, v in logged.incomplete.items() if k != "repeated"),
         "ess": None,
         "behaviour": None,
         "clipped": None,
-        "warnings": [],
+        "warnings": incomplete_warning(logged),
     }
     graphs = trans.obs
     model = None
