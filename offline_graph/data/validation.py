@@ -109,7 +109,10 @@ def validate_episode(
         raise _fail(
             "not_finished",
             f"{ctx()}: episode must be finished, terminated or truncated (found "
-            "terminated=False, truncated=False). Record only finished episodes.",
+            "terminated=False, truncated=False). RLlib's recorder writes an episode still running "
+            "when sample() returns as an unfinished chunk: record with sample(num_episodes=...), or "
+            "leave such chunks out with on_error='skip' (--on-error skip; counted in the report). "
+            "estimate_value joins an episode's chunks.",
         )
     obs: list[Any] = list(raw.observations) if isinstance(raw.observations, (list, tuple)) else []
     actions = _array(raw.actions)
