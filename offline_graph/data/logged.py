@@ -58,6 +58,11 @@ class Logged:
     def episodes(self) -> int:
         return len(self.ptr) - 1
 
+    @property
+    def left_out(self) -> int:
+        """Episodes left out, not whole (without their end or first step)."""
+        return sum(len(self.incomplete.get(k, [])) for k in ("without_end", "without_start"))
+
 
 def _state_logp(state: dict) -> np.ndarray | None:
     buf = (state.get("extra_model_outputs") or {}).get(LOGP_KEY)
@@ -123,12 +128,12 @@ def whole_episodes(
     if not np.array_equal(order, np.arange(len(trans))):
         trans = trans.take(order)
     row_group = row_group[order]
+    repeated: list[str] = []
     again = np.flatnonzero((np.diff(row_group) == 0) & (np.diff(trans.t) == 0)) + 1
-    same = (trans.actions[again] == trans.actions[again - 1]) & (
-        trans.rewards[again] == trans.rewards[again - 1]
-    )
-    repeated = sorted({trans.episode_ids[i] for i in trans.episode_index[again[same]]}, key=str)
-    if len(again) and same.all() and drop_incomplete:  # the same steps logged twice: once
+    a, r = trans.actions, trans.rewards
+    if drop_incomplete and len(again) and ((a[again] == a[again - 1]) & (r[again] == r[again - 1])).all():
+        # the same steps logged twice: used once (different ones stay "repeated steps" below)
+        repeated = sorted({trans.episode_ids[i] for i in trans.episode_index[again]}, key=str)
         rows = np.delete(np.arange(len(trans)), again)
         trans, row_group, order = trans.take(rows), row_group[rows], order[rows]
     counts = np.bincount(row_group, minlength=len(index))
@@ -159,10 +164,10 @@ def whole_episodes(
     dropped = {
         "without_end": [ids[i] for i in np.flatnonzero(~ended)],
         "without_start": [ids[i] for i in np.flatnonzero(cut & ended)],
+        "repeated": repeated,
     }
     if not cut.any():
-        return trans, ptr, order, {"repeated": repeated} if repeated else {}
-    dropped["repeated"] = repeated
+        return trans, ptr, order, dropped
     keep = np.flatnonzero(~cut)
     if not len(keep):
         raise ConfigError(
@@ -184,7 +189,6 @@ def whole_episodes(
 def incomplete_warning(logged: Logged) -> list[str]:
     """The warnings that say which episodes :func:`whole_episodes` left out or read once though
     logged more than once (none: [])."""
-    n_end, n_start = (len(logged.incomplete.get(k, [])) for k in ("without_end", "without_start"))
     out = []
     if logged.incomplete.get("repeated"):
         again = logged.incomplete["repeated"]
@@ -194,14 +198,14 @@ def incomplete_warning(logged: Logged) -> list[str]:
             "output_max_rows_per_file writes every earlier sample() call's episodes again): each "
             "step is used once."
         )
-    if not n_end + n_start:
+    if not logged.left_out:
         return out
-    first = next(ids[0] for k, ids in logged.incomplete.items() if ids and k != "repeated")
+    end, start = logged.incomplete["without_end"], logged.incomplete["without_start"]
     return out + [
-        f"{n_end + n_start} logged episodes were left out, not whole: {n_end} without their end "
+        f"{logged.left_out} logged episodes were left out, not whole: {len(end)} without their end "
         f"(the recording stopped in them; RLlib writes each sample() call's unfinished episodes as "
-        f"chunks), {n_start} without their first step (their earlier chunks are not in the data); "
-        f"e.g. {first!r}. The estimate uses the {logged.episodes} whole ones; long episodes are "
+        f"chunks), {len(start)} without their first step (their earlier chunks are not in the data); "
+        f"e.g. {(end + start)[0]!r}. The estimate uses the {logged.episodes} whole ones; long episodes are "
         "the likelier to be cut, so record whole episodes (sample(num_episodes=...)) or give "
         "every file of the recording."
     ]

@@ -215,7 +215,7 @@ def _estimate(
         "bootstrap_truncated": bootstrap if method in ("fqe", "dr") else None,
         "episodes": logged.episodes,
         "transitions": len(trans),
-        "episodes_left_out": sum(len(v) for k, v in logged.incomplete.items() if k != "repeated"),
+        "episodes_left_out": logged.left_out,
         "ess": None,
         "behaviour": None,
         "clipped": None,
