@@ -82,3 +82,25 @@ def test_spearman() -> None:
     assert spearman([3, 2, 1], [10, 20, 30]) == -1.0
     assert spearman([1, 3, 2], [1, 2, 3]) == pytest.approx(0.5)
     assert np.isfinite(spearman([1, 1, 1], [1, 2, 3]))
+
+
+def test_protocol_runs_only_the_methods_asked_for(tmp_path) -> None:
+    from offline_graph.bench.ope_protocol import evaluate_seed, record_logs, run
+    from offline_graph.data.errors import ConfigError
+    from offline_graph.data.logged import load_logged
+    from offline_graph.data.reader import spec_from_spaces
+
+    key = "offline_graph/Graph-v0"
+    record_logs(key, 0.5, 7, 20, str(tmp_path))
+    rows = evaluate_seed(key, str(tmp_path), [0.5], 0.5, seed=7, methods=["pdis", "wis"])
+    assert list(rows) == ["wis", "pdis"]  # METHODS' order, nothing else run
+    # the target is the behaviour: every ratio is 1, so both are the mean logged return
+    env = make_env(key, {})
+    logged = load_logged(str(tmp_path), spec_from_spaces(env.observation_space, env.action_space))
+    returns = np.add.reduceat(logged.trans.rewards.astype(np.float64), logged.ptr[:-1])
+    assert len(returns) == 20
+    for m in ("wis", "pdis"):
+        assert rows[m][0]["value"] == pytest.approx(float(returns.mean()), rel=1e-9)
+        assert rows[m][0]["ess"] == pytest.approx(20.0)
+    with pytest.raises(ConfigError, match=r"methods must be some of .*found \['wis', 'mc'\]"):
+        run(key, [0], [0.5], methods=["wis", "mc"])

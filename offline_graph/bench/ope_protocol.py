@@ -17,6 +17,7 @@ For one env (or one Team-v0 module, an :data:`~offline_graph.bench.ope_targets.E
    values, Spearman's rank correlation, regret@1 (normalized) and the share of 95% intervals
    that cover the true value.
 
+``--methods wis pdis`` runs only those (the IS family takes seconds, FQE / DR minutes).
 ``python -m offline_graph.bench.ope_protocol --env offline_graph/Graph-v0 --seeds 0 1 2
 --output ope-graph.json`` runs it and prints :func:`markdown`.
 """
@@ -146,12 +147,14 @@ def evaluate_seed(
     seed: int = 0,
     separate_fqe: bool = False,
     fqe_options: dict[str, Any] | None = None,
+    methods: Sequence[str] = METHODS,
     **options: Any,
 ) -> dict[str, list[dict]]:
-    """Every method's ``estimate_value`` result per target on the recording ``logs``.
+    """The ``estimate_value`` result per target of each of ``methods`` (of :data:`METHODS`)
+    on the recording ``logs``.
 
     ``options`` go to every ``estimate_value`` call (none: its defaults); ``fqe_options``
-    (given: ``fqe`` runs on its own) also to the ``fqe`` one."""
+    (given: ``fqe`` runs on its own, as it does without ``dr``) also to the ``fqe`` one."""
     from offline_graph.rllib.ope import estimate_value
 
     obs_space, act_space = spaces(key)
@@ -167,17 +170,29 @@ def evaluate_seed(
         bc["module_id"] = key.split(":")[1]
         data = load_agents(logs, module_route(spec_from_spaces(obs_space, act_space), None), bc["module_id"])
     logged = with_mixture_logp(data, behaviour)
-    rows: dict[str, list[dict]] = {m: [] for m in METHODS}
+    rows: dict[str, list[dict]] = {m: [] for m in METHODS if m in check_methods(methods)}
     for eps in targets:
         module = expert_mixture_module(key, eps, obs_space, act_space)
         for m in ("wis", "pdis", "dr"):
-            rows[m].append(estimate_value(module, logged, method=m, **common))
-        if separate_fqe or fqe_options:
+            if m in rows:
+                rows[m].append(estimate_value(module, logged, method=m, **common))
+        if "fqe" in rows and (separate_fqe or fqe_options or "dr" not in rows):
             rows["fqe"].append(estimate_value(module, logged, method="fqe", **common, **(fqe_options or {})))
-        else:
+        elif "fqe" in rows:
             rows["fqe"].append({**rows["dr"][-1]["fqe"], "seconds": rows["dr"][-1]["seconds"]})
-        rows["wis_bc"].append(estimate_value(module, logs, method="wis", behaviour="bc", **bc, **common))
+        if "wis_bc" in rows:
+            rows["wis_bc"].append(estimate_value(module, logs, method="wis", behaviour="bc", **bc, **common))
     return rows
+
+
+def check_methods(methods: Sequence[str]) -> list[str]:
+    """``methods`` when each is one of :data:`METHODS` and there is one, else a ConfigError."""
+    from offline_graph.data.errors import ConfigError
+
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ConfigError(f"ope_protocol: methods must be some of {list(METHODS)} (found {list(methods)!r}).")
+    return list(methods)
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
@@ -222,7 +237,9 @@ def run(
     true_episodes: int = TRUE_EPISODES,
     **options: Any,
 ) -> dict[str, Any]:
-    """The whole protocol for ``key`` (module doc); JSON-ready."""
+    """The whole protocol for ``key`` (module doc); JSON-ready. ``options`` go to
+    :func:`evaluate_seed` (``methods=``: some of :data:`METHODS`)."""
+    check_methods(options.get("methods", METHODS))
     t0 = time.perf_counter()
     truth = true_values(key, targets, true_episodes)
     out: dict[str, Any] = {"key": key, "eps_b": eps_b, "targets": list(targets), "truth": truth, "seeds": {}}
@@ -233,11 +250,11 @@ def run(
             record_logs(key, eps_b, int(seed), log_episodes, logs)
             rows = evaluate_seed(key, logs, targets, eps_b, seed=int(seed), **options)
         print(f"{key} seed {seed}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-        first = rows["wis"][0]
+        first = next(iter(rows.values()))[0]
         out["seeds"][str(seed)] = {
             "episodes": first["episodes"],
             "transitions": first["transitions"],
-            "ess": [r["ess"] for r in rows["wis"]],
+            "ess": [r["ess"] for r in rows["wis"]] if "wis" in rows else None,
             **{m: metrics(res, means) for m, res in rows.items()},
         }
     out["seconds"] = time.perf_counter() - t0
@@ -252,7 +269,7 @@ def markdown(res: dict[str, Any]) -> str:
     )
     lines = [head + ") |", "|---|---|---|---|---|---|---|"]
     seeds = res["seeds"]
-    for m in METHODS:
+    for m in [m for m in METHODS if m in next(iter(seeds.values()))]:
         for s, r in seeds.items():
             lines.append(
                 f"| {m} | {s} | {100 * r[m]['abs_error']:.1f}% | {r[m]['spearman']:.2f} | "
@@ -285,6 +302,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--log-episodes", type=int, default=LOG_EPISODES)
     parser.add_argument("--true-episodes", type=int, default=TRUE_EPISODES)
     parser.add_argument("--separate-fqe", action="store_true", help="run method='fqe' on its own")
+    parser.add_argument(
+        "--methods", nargs="+", choices=METHODS, default=list(METHODS), help="those to run (default: all)"
+    )
     parser.add_argument("--option", action="append", default=[], help="estimate_value KEY=JSON")
     parser.add_argument(
         "--fqe-option", action="append", default=[], help="estimate_value KEY=JSON of method='fqe' alone"
@@ -297,7 +317,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     res = run(
         args.env, args.seeds, args.targets, eps_b=args.eps_b, log_episodes=args.log_episodes,
-        true_episodes=args.true_episodes, separate_fqe=args.separate_fqe, fqe_options=fqe_options, **options,
+        true_episodes=args.true_episodes, separate_fqe=args.separate_fqe, fqe_options=fqe_options,
+        methods=args.methods, **options,
     )  # fmt: skip
     if args.output:
         with open(args.output, "w") as fh:
