@@ -191,7 +191,10 @@ def check_methods(methods: Sequence[str]) -> list[str]:
 
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
-        raise ConfigError(f"ope_protocol: methods must be some of {list(METHODS)} (found {list(methods)!r}).")
+        raise ConfigError(
+            f"ope_protocol: methods must be some of {list(METHODS)} (found {list(methods)!r}). "
+            "wis_bc is WIS with a cloned behaviour; fqe alone runs its own FQE fit."
+        )
     return list(methods)
 
 
