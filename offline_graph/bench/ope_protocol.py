@@ -170,7 +170,8 @@ def evaluate_seed(
         bc["module_id"] = key.split(":")[1]
         data = load_agents(logs, module_route(spec_from_spaces(obs_space, act_space), None), bc["module_id"])
     logged = with_mixture_logp(data, behaviour)
-    rows: dict[str, list[dict]] = {m: [] for m in METHODS if m in check_methods(methods)}
+    wanted = check_methods(methods)
+    rows: dict[str, list[dict]] = {m: [] for m in METHODS if m in wanted}
     for eps in targets:
         module = expert_mixture_module(key, eps, obs_space, act_space)
         for m in ("wis", "pdis", "dr"):
