@@ -50,7 +50,7 @@ def data(tmp_path_factory, ray_session) -> dict[str, str]:
     return {"episodes": episodes, "rows": rows}
 
 
-def iql_config(path: str, episodes: bool):
+def iql_config(path: str, episodes: bool, **configure_kwargs):
     from ray.rllib.algorithms.iql import IQLConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -76,7 +76,7 @@ def iql_config(path: str, episodes: bool):
         )
         .debugging(seed=0)
     )
-    return offline_graph.configure(config, seed=0, value_run_length=RUN)
+    return offline_graph.configure(config, seed=0, value_run_length=RUN, **configure_kwargs)
 
 
 def parquet_files(path: str) -> list[str]:
@@ -115,6 +115,10 @@ def test_iql_trains_from_converted_rows(data) -> None:
         algo.stop()
     mod = result["learners"]["default_policy"]
     assert math.isfinite(float(mod["qf_loss"])) and math.isfinite(float(mod["vf_loss"]))
+    # trained on rewards x scale; q_mean is shown in the logged rewards' units
+    scale = float(algo.config.learner_config_dict["offline_graph"]["reward_scale"]["scale"])
+    assert 0.0 < scale < 1.0  # NextHop-v0's returns span more than 1
+    assert float(mod["q_mean"]) * scale == pytest.approx(float(mod["q_mean_trained"]), rel=1e-5)
 
 
 def test_rows_without_final_observations_are_refused(data, tmp_path) -> None:
@@ -177,3 +181,84 @@ def test_value_runs_from_rows_equal_those_from_episode_files(data) -> None:
         # the prelearner's own sample from rows: value runs that collate to whole batches
         table = from_rows.sample(len(got))
         assert table.num_rows % B == 0 and table.column("steps").to_numpy().max() <= RUN
+
+
+def test_reward_scale_measured_once_the_same_from_rows_and_episode_files(data) -> None:
+    """configure measures IQL's reward scale over the training episodes before training
+    (return_range by default): 1 / (max - min) of the episodes' undiscounted returns, hand
+    computed here from the decoded episodes; the converted rows of the same episodes give the
+    same factor, held-out episodes are left out of it, and the prelearner emits every reward
+    times it (the same runs as unscaled, rewards x scale)."""
+    from offline_graph.data.holdout import held_out
+    from offline_graph.data.reader import read_episodes, spec_from_spaces
+    from offline_graph.jobs.recording import make_env
+    from offline_graph.rllib.reading import choose_reading
+    from offline_graph.rllib.settings import GraphSettings, read_settings
+
+    env = make_env(ENV)
+    spec = spec_from_spaces(env.observation_space, env.action_space)
+    items = [i for f in parquet_files(data["episodes"]) for i in pq.read_table(f).column("item").to_pylist()]
+    episodes = read_episodes(items, [None] * len(items), spec)
+    returns = np.array([float(np.sum(e.rewards, dtype=np.float64)) for e in episodes])
+    assert returns.max() > returns.min()  # NextHop-v0 pays -1 per hop: returns differ
+    want = 1.0 / (returns.max() - returns.min())
+    for path, is_episodes in ((data["episodes"], True), (data["rows"], False)):
+        scale = read_settings(iql_config(path, is_episodes), "test").reward_scale
+        assert scale["method"] == "return_range" and scale["episodes"] == 12
+        assert scale["scale"] == pytest.approx(want, rel=1e-6)
+        assert [scale["return_min"], scale["return_max"]] == pytest.approx(
+            [returns.min(), returns.max()], rel=1e-6
+        )
+
+    kept = ~held_out([e.id for e in episodes], 0.4, 0)
+    assert 0 < kept.sum() < 12
+    held = iql_config(data["rows"], False, holdout=0.4)
+    scale = read_settings(held, "test").reward_scale
+    assert scale["episodes"] == int(kept.sum())
+    assert scale["scale"] == pytest.approx(1.0 / (returns[kept].max() - returns[kept].min()), rel=1e-6)
+
+    tables = []
+    for factor in (1.0, want):
+        settings = GraphSettings(value_runs=RUN, seed=0, reward_scale={"scale": factor})
+        reading = choose_reading(iql_config(data["episodes"], True), settings, spec)
+        for f in parquet_files(data["episodes"]):
+            reading.read({"item": np.array(pq.read_table(f).column("item").to_pylist(), dtype=object)})
+        tables.append(reading.sample(4 * B))
+    plain, scaled = (t.column("rewards").combine_chunks().flatten().to_numpy() for t in tables)
+    assert len(plain) > 0 and np.abs(plain).max() > 0
+    np.testing.assert_allclose(scaled, plain * np.float32(want), rtol=1e-6)
+    assert tables[0].drop_columns(["rewards"]).equals(tables[1].drop_columns(["rewards"]))
+
+
+def test_reward_scaling_choices_and_refusals(data) -> None:
+    """standard: 1 / the std of every training reward; none: 1; an unknown method and a BC
+    config asked to scale are ConfigErrors naming what works."""
+    from ray.rllib.algorithms.bc import BCConfig
+
+    import offline_graph
+    from offline_graph.data.errors import ConfigError
+    from offline_graph.data.reader import read_episodes, spec_from_spaces
+    from offline_graph.jobs.recording import make_env
+    from offline_graph.rllib.settings import read_settings
+
+    env = make_env(ENV)
+    spec = spec_from_spaces(env.observation_space, env.action_space)
+    items = [i for f in parquet_files(data["episodes"]) for i in pq.read_table(f).column("item").to_pylist()]
+    rewards = np.concatenate(
+        [np.asarray(e.rewards, np.float64) for e in read_episodes(items, [None] * 12, spec)]
+    )
+    standard = iql_config(data["episodes"], True, reward_scaling="standard")
+    assert read_settings(standard, "test").reward_scale["scale"] == pytest.approx(
+        1.0 / rewards.std(), rel=1e-6
+    )
+    none = iql_config(data["episodes"], True, reward_scaling="none")
+    assert read_settings(none, "test").reward_scale == {"method": "none", "scale": 1.0}
+    with pytest.raises(ConfigError, match=r"reward_scaling must be one of .*found 'minmax'"):
+        iql_config(data["episodes"], True, reward_scaling="minmax")
+    bc = (
+        BCConfig()
+        .environment(observation_space=env.observation_space, action_space=env.action_space)
+        .offline_data(input_=[data["episodes"]], input_read_episodes=True)
+    )
+    with pytest.raises(ConfigError, match=r"configure \(BCConfig\): reward_scaling must be None or 'none'"):
+        offline_graph.configure(bc, reward_scaling="return_range")

@@ -99,6 +99,10 @@ def check_config(cfg: Config) -> None:
         raise bad("expectile", "unset unless --algo iql", "It is IQL's value expectile.")
     if cfg.cql_alpha is not None and cfg.algo != "cql":
         raise bad("cql_alpha", "unset unless --algo cql", "It is CQL's conservative weight.")
+    if cfg.reward_scaling is not None and cfg.algo not in ("iql", "cql"):
+        raise bad(
+            "reward_scaling", "unset unless --algo iql / cql", "BC and MARWIL train on rewards as logged."
+        )
     check_bounds("train", cfg)
     if cfg.updates_per_iteration < 1 or (cfg.num_learners == 0 and cfg.updates_per_iteration < 2):
         raise bad(

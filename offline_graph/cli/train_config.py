@@ -64,6 +64,10 @@ class Config:
     """IQL: the expectile of the value loss (default 0.8). Only for iql."""
     cql_alpha: float | None = field(default=None, metadata=bounded(0.0, hint="0 is double DQN."))
     """CQL: weight of the conservative term (RLlib's min_q_weight; default 1.0). Only for cql."""
+    reward_scaling: Literal["return_range", "standard", "none"] | None = None
+    """IQL / CQL: rewards times one factor measured from the training episodes (return_range,
+    the default: 1 / their return range; standard: 1 / the rewards' std; none: as logged).
+    Only for iql / cql."""
     tau: float = field(
         default=0.005, metadata=bounded(0.0, 1.0, hint="1 copies every update.", low_open=True)
     )
@@ -240,6 +244,7 @@ def configure(cfg: Config, config: Any) -> Any:
         seed=cfg.seed,
         holdout=cfg.holdout or 0.0,
         holdout_seed=cfg.holdout_seed,
+        reward_scaling=cfg.reward_scaling,
     )
 
 

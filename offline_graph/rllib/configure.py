@@ -90,6 +90,7 @@ def configure(
     holdout_seed: int = 0,
     value_run_length: int = DEFAULT_RUN_LENGTH,
     offline_evaluation: dict | None = None,
+    reward_scaling: str | None = None,
 ) -> C:
     """Fill in what graph training needs (see the module docstring); returns ``config``.
 
@@ -100,6 +101,8 @@ def configure(
     ``holdout``: the fraction of episodes kept out of training (:mod:`offline_graph.data.holdout`,
     split by ``holdout_seed``), e.g. for offline metrics when there is no env.
     ``value_run_length``: IQL / CQL only, steps per value run (:mod:`offline_graph.rllib.value_configure`).
+    ``reward_scaling``: IQL / CQL, ``"return_range"`` (default), ``"standard"``, ``"none"``
+    (:mod:`offline_graph.data.reward_scale`).
     ``offline_evaluation``: ``estimate_value`` keywords for ``evaluation(offline_evaluation_type=
     "fqe" | "wis" | "pdis" | "dr")`` (:mod:`offline_graph.rllib.ope_runner`).
     """
@@ -202,7 +205,12 @@ def configure(
         file_errors=dict(scan.examples) if scan is not None else {},
         holdout=float(holdout),
         holdout_seed=int(holdout_seed),
-        **(value_settings(cfg, kind, scan, value_run_length) if kind else sequence_settings(cfg)),
+        **(
+            value_settings(
+                cfg, kind, scan, value_run_length, reward_scaling, (on_error, holdout, holdout_seed)
+            )
+            or sequence_settings(cfg)
+        ),
     )
     iter_kwargs = dict(cfg.iter_batches_kwargs)
     iter_kwargs["collate_fn"] = GraphCollateFn()
@@ -378,6 +386,8 @@ def data_report(config: Any) -> dict[str, Any]:
     out = accounting.collect(settings.stats_name).as_dict()
     out["files_rejected_by_reason"] = dict(settings.files_rejected)
     out["first_file_error_by_reason"] = dict(settings.file_errors)
+    if settings.reward_scale:
+        out["reward_scale"] = dict(settings.reward_scale)
     return out
 
 

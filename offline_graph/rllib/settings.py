@@ -47,6 +47,11 @@ class GraphSettings:
     """Value-based training (IQL, CQL): consecutive steps per value run, each shipped with the
     graph after it (:mod:`offline_graph.data.value_runs`); 0: not value-based."""
 
+    reward_scale: dict = field(default_factory=dict)
+    """Value-based training: the reward scale measured once from the training episodes
+    (:class:`offline_graph.data.reward_scale.RewardScale` as a dict: ``method``, ``scale``,
+    ...); trained rewards are ``logged * scale``. Empty: rewards as logged."""
+
     offline_evaluation: dict = field(default_factory=dict)
     """Off-policy evaluation in RLlib's offline evaluation (:mod:`offline_graph.rllib.ope_runner`):
     ``{"method": "fqe" | "wis" | "pdis" | "dr", **estimate_value keywords}``; empty: none."""

@@ -6,6 +6,9 @@
   graph after it (:mod:`offline_graph.data.value_runs`); one learner batch is
   ``train_batch_size_per_learner`` runs, i.e. up to ``value_run_length`` times as many
   transitions;
+- the reward scale (``configure(reward_scaling=...)``, ``"return_range"`` by default): one
+  factor measured from the training episodes before training
+  (:mod:`offline_graph.data.reward_scale`), applied by the prelearner to every trained reward;
 - ``lr=None`` for CQL (RLlib's SAC validate demands it; the Q network uses ``critic_lr``);
 - refusals, as ConfigErrors that say what works instead: multi-agent configs, memory modules,
   converted rows without final observations.
@@ -17,6 +20,7 @@ from typing import Any
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.files import FileScan
+from offline_graph.data.reward_scale import check_method, fit_scale, training_rewards
 from offline_graph.rllib.value_algorithms import GraphCQL, GraphIQL
 
 DEFAULT_RUN_LENGTH = 4
@@ -30,10 +34,55 @@ def value_kind(algo_class: type) -> str | None:
     return "cql" if issubclass(algo_class, GraphCQL) else None
 
 
-def value_settings(cfg: Any, kind: str, scan: FileScan | None, run_length: int) -> dict[str, int]:
+DEFAULT_REWARD_SCALING = "return_range"
+"""IQL's and CQL's reward scaling when ``configure(reward_scaling=None)``."""
+
+
+def no_reward_scaling(cfg: Any, reward_scaling: str | None) -> dict[str, Any]:
+    """``{}``, or a ConfigError where ``reward_scaling`` asks a non-value-based config to scale."""
+    if reward_scaling not in (None, "none"):
+        name = type(cfg).__name__
+        raise ConfigError(
+            f"configure ({name}): reward_scaling must be None or 'none' for {name} (found "
+            f"{reward_scaling!r}). Reward scaling is for IQLConfig / CQLConfig, whose critics "
+            "learn values in the reward's units; BC ignores rewards and MARWIL's advantage "
+            "is already normalised by its running average."
+        )
+    return {}
+
+
+def measure_reward_scale(
+    scan: FileScan | None, method: str, reading: tuple[str, float, int], where: str
+) -> dict[str, Any]:
+    """The reward scale of ``method`` measured over the training episodes of ``scan``
+    (``reading`` = on_error, holdout, holdout_seed, as the prelearner reads them)."""
+    if method == "none":
+        return {"method": "none", "scale": 1.0}
+    if scan is None or not scan.files:
+        raise ConfigError(
+            f"{where}: reward_scaling={method!r} must measure the input files (found none "
+            "listed). Pass the data with offline_data(input_=...), or reward_scaling='none'."
+        )
+    on_error, holdout, seed = reading
+    returns, rewards = training_rewards(list(scan.files), scan.kind, holdout, seed, on_error)
+    return fit_scale(method, returns, rewards).as_dict()
+
+
+def value_settings(
+    cfg: Any,
+    kind: str | None,
+    scan: FileScan | None,
+    run_length: int,
+    reward_scaling: str | None = None,
+    reading: tuple[str, float, int] = ("raise", 0.0, 0),
+) -> dict[str, Any]:
     """The :class:`~offline_graph.rllib.settings.GraphSettings` entries of a value-based config
-    (checks first: see the module doc)."""
+    (checks first: see the module doc); ``{}`` for other configs (``kind`` None), which must not
+    ask for reward scaling."""
+    if not kind:
+        return no_reward_scaling(cfg, reward_scaling)
     where = f"configure ({kind.upper()}Config)"
+    method = check_method(DEFAULT_REWARD_SCALING if reward_scaling is None else reward_scaling, where)
     if cfg.is_multi_agent:
         raise ConfigError(
             f"{where}: config.multi_agent(...) must not be set for {kind.upper()} (found a "
@@ -55,7 +104,7 @@ def value_settings(cfg: Any, kind: str, scan: FileScan | None, run_length: int) 
             # CQLConfig's default lr (3e-4) fails its own (SAC's) validate on the new API
             # stack; the Q network learns with critic_lr.
             cfg.training(lr=None)
-    return {"value_runs": run_length}
+    return {"value_runs": run_length, "reward_scale": measure_reward_scale(scan, method, reading, where)}
 
 
 def set_value_model_options(cfg: Any, kind: str, set_option: Any) -> None:

@@ -23,6 +23,10 @@ Masked and missing choices are ``finfo.min`` (never chosen, never the max, 0 in 
 logsumexp); an ``s'`` without a legal choice bootstraps 0. Target networks follow the online
 ones by Polyak averaging with ``config.tau`` after every gradient step (``tau=1``: a copy).
 
+Rewards arrive scaled (``settings.reward_scale``, :mod:`offline_graph.data.reward_scale`):
+the losses work in those units; ``q_mean`` is reported in the logged reward's units
+(divided by the scale), ``q_mean_trained`` as trained.
+
 Optimizers: IQL ``policy`` (policy encoder and head, ``actor_lr``), ``critic`` (Q encoder and
 heads, ``critic_lr``), ``value`` (the V head, ``value_lr``); CQL one for the Q network
 (``critic_lr``).
@@ -40,6 +44,7 @@ from ray.rllib.utils.torch_utils import update_target_network
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from offline_graph.rllib.critic import masked_argmax, masked_logsumexp, pick
+from offline_graph.rllib.settings import read_settings
 
 ADV_WEIGHT_MAX = 100.0
 """IQL's clip of ``exp(beta * advantage)`` (the paper's)."""
@@ -97,8 +102,18 @@ class GraphValueTorchLearner(TorchLearner):
             losses = iql_losses(
                 fwd_out, batch, logp, float(config.gamma), float(config.beta), float(config.expectile)
             )
+        scale = self._reward_scale()
+        losses["q_mean_trained"] = losses["q_mean"]
+        losses["q_mean"] = losses["q_mean"] / scale  # in the logged reward's units
         self.metrics.log_dict(losses, key=module_id, window=1)
         return losses["total_loss"]
+
+    def _reward_scale(self) -> float:
+        """The factor the prelearner multiplied the logged rewards by (1: none)."""
+        if not hasattr(self, "_scale"):
+            settings = read_settings(self.config, "GraphValueTorchLearner")
+            self._scale = float(settings.reward_scale.get("scale", 1.0))
+        return self._scale
 
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
         super().apply_gradients(gradients_dict)

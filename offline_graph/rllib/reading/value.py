@@ -6,9 +6,15 @@ value runs, each ``L`` consecutive steps plus the graph after them
 One learner batch is ``train_batch_size_per_learner`` *rows*; ``configure`` sets the run
 length so a batch trains about ``B`` transitions (``L = value_run_length``, rows ``B / L``).
 ``k`` makes an epoch about one pass over the data.
+
+Rewards are emitted times the reward scale measured by ``configure``
+(``settings.reward_scale``, :mod:`offline_graph.data.reward_scale`): episode files and
+converted rows of the same episodes train on the same numbers.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pyarrow as pa
 
@@ -31,6 +37,9 @@ class ValueRuns(BufferedRuns):
         start, stop = sample_value_runs(data, self.buffer.rng, num, length)
         if not len(start):  # no buffered step has its next observation yet (a cut episode)
             return self.empty_table()
+        scale = float(self.settings.reward_scale.get("scale", 1.0))
+        if scale != 1.0:
+            data = dataclasses.replace(data, rewards=(data.rewards * scale).astype(data.rewards.dtype))
         return value_runs_to_arrow(data, start, stop)
 
     def empty_table(self) -> pa.Table:
