@@ -42,32 +42,31 @@ def test_configure_sets_the_graph_algorithm_class(tmp_path):
     assert offline_graph.configure(mine).algo_class is MyGraphBC
 
 
-def test_configure_gives_a_config_without_a_module_class_gnnmodule(ray_session):
+def bare_bc() -> BCConfig:
+    """BC on the expert data with neither spaces nor an rl_module() call (2 updates a train())."""
+    data = BCConfig().offline_data(input_=[EXPERT], input_read_episodes=True, dataset_num_iters_per_learner=2)
+    return data.training(train_batch_size_per_learner=32)
+
+
+def test_configure_gives_a_config_without_a_module_class_gnnmodule():
     """RLlib's default BC module cannot read graphs (ValueError "No default encoder config for
     obs space=Graph" at build_algo): configure sets GNNModule where no class is set, keeps
-    the model_config of a spec that names none, and keeps a class of the user's."""
+    the model_config of a spec that names none, and keeps a class of the user's. A config
+    without any rl_module() call gets GNNModule too: test_get_module_checkpoint_and_set_state
+    builds and trains one."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     class MyModule(offline_graph.GNNModule):
         pass
 
-    def bc() -> BCConfig:
-        data = BCConfig().offline_data(input_=[EXPERT], input_read_episodes=True)
-        return data.training(train_batch_size_per_learner=32)
-
     spec_only = offline_graph.configure(
-        bc().rl_module(rl_module_spec=RLModuleSpec(model_config={"hidden": 8}))
+        bare_bc().rl_module(rl_module_spec=RLModuleSpec(model_config={"hidden": 8}))
     )
     assert spec_only.rl_module_spec.module_class is offline_graph.GNNModule
     assert spec_only.rl_module_spec.model_config["hidden"] == 8
-    mine = offline_graph.configure(bc().rl_module(rl_module_spec=RLModuleSpec(module_class=MyModule)))
+    mine = offline_graph.configure(bare_bc().rl_module(rl_module_spec=RLModuleSpec(module_class=MyModule)))
     assert mine.rl_module_spec.module_class is MyModule
-    algo = offline_graph.configure(bc()).build_algo()  # no rl_module() call at all
-    try:
-        assert algo.train()["training_iteration"] == 1
-        assert type(algo.get_module()) is offline_graph.GNNModule
-    finally:
-        algo.stop()
+    assert offline_graph.configure(bare_bc()).rl_module_spec.module_class is offline_graph.GNNModule
 
 
 def test_configure_refuses_rllibs_own_prelearner(tmp_path):
@@ -139,13 +138,14 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
     from offline_graph.rllib import accounting
 
     obs, edge_dim = eval_observations(8)
-    algo = expert_config("bc", 0, EXPERT).build_algo()
+    # no spaces and no rl_module() call at all: configure's GNNModule is built and trains
+    algo = offline_graph.configure(bare_bc()).build_algo()
     try:
         assert type(algo) is GraphBC
         # RLlib rebuilds algo.config from a state without algo_class; GraphBC puts it back.
         assert algo.config.algo_class is GraphBC
         assert algo.env_runner_group is None  # offline: what RLlib's own get_module needs
-        algo.train()
+        assert algo.train()["training_iteration"] == 1
 
         # get_module: a CPU copy of the learner's module, same logits, the learner's untouched.
         learner_module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
@@ -203,7 +203,7 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
 
     # set_state on a fresh (untrained) algorithm: it takes the trained weights (RLlib's
     # BC.set_state raises here, syncing them to EnvRunners that do not exist).
-    algo3 = expert_config("bc", 0, EXPERT).build_algo()
+    algo3 = offline_graph.configure(bare_bc()).build_algo()
     try:
         fresh = algo3.get_module().get_state()
         assert not np.array_equal(fresh["_encoder.inp.weight"], saved["_encoder.inp.weight"])

@@ -82,7 +82,7 @@ def test_row_groups_come_in_input_order_whatever_the_arrow_threads(many_threads_
     for name, lengths in LENGTHS.items():
         write_episode_file(src / f"{name}.parquet", [episode(f"{name}{i}", n) for i, n in enumerate(lengths)])
     runs = []
-    for run in range(3):
+    for run in range(2):  # each run checks its own row order; the second its bytes too
         out = str(tmp_path / f"rows{run}")
         report = convert(ConvertConfig(input=str(src), output=out, spec=SPEC, episodes_per_batch=2))
         assert report["transitions_out"] == 328
@@ -99,7 +99,7 @@ def test_row_groups_come_in_input_order_whatever_the_arrow_threads(many_threads_
                 == expected
             )
     assert list(runs[0]) == ["transitions-000000-0.parquet", "transitions-000001-0.parquet"]
-    assert runs[1] == runs[0] and runs[2] == runs[0]
+    assert runs[1] == runs[0]
 
 
 def test_sink_writes_each_batch_as_a_row_group_in_order(tmp_path):

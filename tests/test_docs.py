@@ -86,10 +86,10 @@ def record_both(first: Callable[[pathlib.Path], int], second: Callable[[pathlib.
 
 SETUP = {
     "docs/guides/node-edge-actions.md": record("offline_graph/NextHop-v0", 20, "data/nexthop_expert"),
-    "docs/guides/multi-agent.md": record("offline_graph/Team-v0", 30, "data/team_expert"),
+    "docs/guides/multi-agent.md": record("offline_graph/Team-v0", 10, "data/team_expert"),
     "docs/guides/multi-agent-cli.md": record_both(
-        record("offline_graph/Team-v0", 20, "data/team-expert"),
-        record("offline_graph/Recall-v0", 20, "data/recall_expert"),
+        record("offline_graph/Team-v0", 10, "data/team-expert"),
+        record("offline_graph/Recall-v0", 10, "data/recall_expert"),
     ),
 }
 
@@ -113,7 +113,7 @@ def run_page(page: pathlib.Path, tmp_path: pathlib.Path) -> PageRun:
             (tmp_path / entry.name).symlink_to(entry)
     setup = SETUP.get(page_id(page))
     steps = setup(tmp_path) if setup else None
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = {"OMP_NUM_THREADS": "1", **os.environ, "PYTHONPATH": str(ROOT)}  # PAGE_THREADS
     code = "\n".join(blocks(page.read_text(), "python"))
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env

@@ -16,9 +16,17 @@ pytestmark = pytest.mark.slow
 pytest.importorskip("ray")
 
 
+SMALL = ["--updates-per-iteration", "2", "--batch-size", "32", "--hidden", "8", "--layers", "1"]
+"""Training sizes that --quick leaves as they are (it sets seeds, iterations, evaluation and the
+mixed data): the fewest updates a local learner takes, small batches and modules. The run is
+tested for its plumbing, not for scores."""
+
+
 def test_quick_writes_table_json_and_png(ray_session, tmp_path, capsys):
+    """Over 20 s: five (row, seed) runs, each building an algorithm and starting its data
+    pipeline (a prelearner actor), 2 iterations each, scored every iteration."""
     out = tmp_path / "exp"
-    assert experiment.main(["--quick", "--output", str(out), "--num-cpus", "2"]) == 0
+    assert experiment.main(["--quick", "--output", str(out), "--num-cpus", "2", *SMALL]) == 0
     printed = capsys.readouterr().out
 
     result = json.loads((out / "results.json").read_text())
@@ -36,6 +44,7 @@ def test_quick_writes_table_json_and_png(ray_session, tmp_path, capsys):
         ("marwil-1", "bag-marwil-1"),
     ]
     assert result["settings"]["iterations"] == 2 and result["settings"]["quick"] is True
+    assert (result["settings"]["updates_per_iteration"], result["settings"]["hidden"]) == (2, 8)
     assert "--policy decoy --epsilon 0.6 --episodes 200" in result["data"]["mixed_made_by"]
 
     table = (out / "results.md").read_text()

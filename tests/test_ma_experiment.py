@@ -21,14 +21,20 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
+SMALL = ["--batch-size", "32", "--hidden", "8", "--layers", "1"]
+"""Training sizes that --quick leaves as they are (it sets seeds, data, iterations and
+evaluation): small batches and modules. The run is tested for its plumbing, not for scores."""
+
+
 def test_quick_writes_table_and_json(ray_session, tmp_path, capsys):
     out = tmp_path / "mae"
-    assert ma_experiment.main(["--quick", "--output", str(out)]) == 0
+    assert ma_experiment.main(["--quick", "--output", str(out), *SMALL]) == 0
     printed = capsys.readouterr().out
 
     result = json.loads((out / "results.json").read_text())
     keys = [r.key for r in ma_experiment.ROWS]
     assert result["settings"]["quick"] is True and result["settings"]["iterations"] == 1
+    assert (result["settings"]["batch_size"], result["settings"]["hidden"]) == (32, 8)
     assert sorted((r["row"], r["seed"]) for r in result["runs"]) == sorted(
         (k, s) for k in keys for s in range(ma_experiment.QUICK["seeds"])
     )

@@ -1,5 +1,5 @@
 """Memory modules through the whole path: recorded Recall-v0 episodes -> run rows -> learner
-batches -> BC / MARWIL with 0 and 2 learners -> step-by-step evaluation."""
+batches -> BC / MARWIL with 0 and 2 learners (the GRU on 2) -> step-by-step evaluation."""
 
 from __future__ import annotations
 
@@ -76,12 +76,16 @@ def test_frame_stack_rows_are_runs_within_episodes(ray_session, recall_data) -> 
     [
         ({"memory": "gru", "max_seq_len": 6}, MARWILConfig, 2),
         ({"memory": "node_gru", "max_seq_len": 6}, BCConfig, 0),
-        ({"frame_stack": 3, "max_seq_len": 4}, MARWILConfig, 2),
+        ({"frame_stack": 3, "max_seq_len": 4}, MARWILConfig, 0),
     ],
 )
 def test_memory_modules_train_and_act_step_by_step(
     ray_session, recall_data, model_config, algo, learners
 ) -> None:
+    """One build per memory kind. The recurrent "gru" module (state carried across a run's
+    steps, MARWIL's value head too) trains on 2 DDP learners; "node_gru" with BC and
+    "frame_stack" with MARWIL on a local learner. Over 20 s for "gru": its 2 remote learner
+    actors (~15 s on a 2-CPU machine)."""
     config = _config(recall_data, model_config, algo=algo, learners=learners)  # MARWIL: beta 1.0
     algo_obj = config.build_algo()
     try:

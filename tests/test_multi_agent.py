@@ -222,21 +222,27 @@ def test_untrained_modules_get_no_data_and_mapping_applies_at_read_time(ray_sess
         unknown(_rows(data_dir))
 
 
-@pytest.mark.parametrize("learners", [0, 2])
-def test_bc_and_marwil_train_each_module(ray_session, data_dir, learners) -> None:
-    algo_cls = BCConfig if learners == 0 else MARWILConfig
-    extra = {} if learners == 0 else {"beta": 1.0}
-    config = _config(data_dir, algo=algo_cls, learners=learners, **extra)
+def check_trained_modules(config, result: dict, algo) -> None:
+    """Both modules trained (finite losses), get_module("num") is the node-action GNNModule and
+    data_report counts each module's transitions: every read of the 3 episodes gives "num" 6
+    (agent 7's 2 steps each) and "letters" 12 (a's 3 + b's 1)."""
+    losses = {m: result["learners"][m]["policy_loss"] for m in ("letters", "num")}
+    assert all(np.isfinite(float(v)) for v in losses.values())
+    module = algo.get_module("num")
+    assert isinstance(module, offline_graph.GNNModule) and module.action_space == ACT[7]
+    report = offline_graph.data_report(config)
+    assert report["transitions_by_module"]["num"] % 6 == 0 and report["transitions_by_module"]["num"] > 0
+    assert report["transitions_by_module"]["letters"] == 2 * report["transitions_by_module"]["num"]
+
+
+def test_marwil_trains_each_module_on_two_ddp_learners(ray_session, data_dir) -> None:
+    """MARWIL on 2 DDP learners (a MultiRLModule on each, value heads too); the local-learner
+    case is test_no_env_no_config_spaces_trains_saves_and_restores (MARWIL) and BC on the
+    converted rows. Over 20 s: its 2 remote learner actors (~15 s on a 2-CPU machine)."""
+    config = _config(data_dir, algo=MARWILConfig, learners=2, beta=1.0)
     algo = config.build_algo()
     try:
-        result = algo.train()
-        losses = {m: result["learners"][m]["policy_loss"] for m in ("letters", "num")}
-        assert all(np.isfinite(float(v)) for v in losses.values())
-        module = algo.get_module("num")
-        assert isinstance(module, offline_graph.GNNModule) and module.action_space == ACT[7]
-        report = offline_graph.data_report(config)
-        assert report["transitions_by_module"]["num"] % 6 == 0 and report["transitions_by_module"]["num"] > 0
-        assert report["transitions_by_module"]["letters"] == 2 * report["transitions_by_module"]["num"]
+        check_trained_modules(config, algo.train(), algo)
     finally:
         algo.stop()
 
@@ -307,7 +313,8 @@ def test_multi_agent_config_with_env_evaluation_gets_graph_runner(ray_session, d
 
 def test_no_env_no_config_spaces_trains_saves_and_restores(ray_session, data_dir, tmp_path) -> None:
     """Only the module specs carry spaces (as RLlib users write them): configure fills the
-    policies' and the config's spaces from them; get_module and from_checkpoint work."""
+    policies' and the config's spaces from them; MARWIL trains both modules on a local learner
+    (check_trained_modules); get_module and from_checkpoint work."""
     from ray.rllib.algorithms.algorithm import Algorithm
 
     specs = {
@@ -330,7 +337,7 @@ def test_no_env_no_config_spaces_trains_saves_and_restores(ray_session, data_dir
     assert config.observation_space["letters"] == OBS["a"]
     algo = config.build_algo()
     try:
-        algo.train()
+        check_trained_modules(config, algo.train(), algo)  # on a local learner
         weights = algo.get_module("num").state_dict()
         algo.save_to_path(str(tmp_path / "ckpt"))
     finally:

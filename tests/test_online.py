@@ -1,7 +1,7 @@
 """Online RL on graph envs through RLlib's own learner path: the graph-aware learner
 connector (exact PyG offsets on hand-built episodes, GAE on the value head), minibatches
-that re-batch graphs, PPO ``train()`` with 0 and 2 EnvRunners, fine-tuning from a BC
-module's weights.
+that re-batch graphs, PPO ``train()`` with 2 EnvRunners and with the local one (while
+fine-tuning from a BC module's weights).
 
 The learner tests build RLlib's learner in-process; the tests marked ``slow`` share one
 2-CPU Ray session.
@@ -167,11 +167,12 @@ def check_result(result: dict) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runners", [0, 2])
-def test_ppo_trains_gnn_module_on_graph_env(ray_session, runners):
-    algo = online_config(runners).build_algo()
+def test_ppo_trains_gnn_module_on_graph_env_with_two_env_runners(ray_session):
+    """2 remote EnvRunners sample, the learner trains, the new weights reach the runners for
+    the second iteration. (0 EnvRunners, the local one: test_finetune_starts_from_bc_module_weights.)"""
+    algo = online_config(2).build_algo()
     try:
-        assert algo.env_runner_group.num_remote_env_runners() == runners
+        assert algo.env_runner_group.num_remote_env_runners() == 2
         for _ in range(2):
             check_result(algo.train())
     finally:
@@ -221,12 +222,14 @@ def test_finetune_starts_from_bc_module_weights(ray_session):
     ).build()
     algo = online_config(0).build_algo()
     try:
+        assert algo.env_runner_group.num_remote_env_runners() == 0  # the local EnvRunner samples
         missing = load_module_weights(algo, bc_module)
         assert missing and all(name.startswith("_vf_head") for name in missing)
         runner_module = algo.env_runner_group.local_env_runner.module
         for name, value in bc_module.state_dict().items():
             torch.testing.assert_close(runner_module.state_dict()[name], value)
-        check_result(algo.train())
+        for _ in range(2):
+            check_result(algo.train())
     finally:
         algo.stop()
 

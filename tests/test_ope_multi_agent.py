@@ -179,11 +179,13 @@ def test_rllib_offline_evaluation_per_module_of_a_multi_agent_config(ray_session
         algo.stop()
 
 
-def test_cli_evaluate_data_estimates_every_module(ma_data, tmp_path) -> None:
+def test_cli_evaluate_data_estimates_every_module(ma_data, tmp_path, capsys) -> None:
+    """``offline-graph evaluate --data`` on a multi-agent checkpoint, in this process (the
+    console script in a subprocess: tests/test_ope.py, the same main())."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+    from offline_graph.cli import evaluate as evaluate_cli
     from offline_graph.rllib.checkpoints import MODULE_SUBDIR
-    from tests.helpers import run_cli
 
     path, _ = ma_data
     spaces = {"m": (SPACE, gym.spaces.Discrete(2)), "other": (OTHER, gym.spaces.Discrete(3))}
@@ -196,18 +198,20 @@ def test_cli_evaluate_data_estimates_every_module(ma_data, tmp_path) -> None:
         expected[mid] = offline_graph.estimate_value(
             module, path, method="wis", gamma=1.0, seed=5, module_id=mid, policy_mapping_fn=kind
         )
-    proc = run_cli(
-        "evaluate", "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "wis",
+    capsys.readouterr()
+    code = evaluate_cli.main([
+        "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "wis",
         "--gamma", "1.0", "--seed", "5", "--policy-mapping", "tests.test_ope_multi_agent:kind",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    ])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
     for mid, agents in (("m", 48), ("other", 24)):
         est = expected[mid]
         assert (
             f"module {mid}: wis estimate {est['value']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}]"
-            in proc.stdout
+            in out.out
         )
-        assert f"{agents} episodes" in proc.stdout
+        assert f"{agents} episodes" in out.out
 
 
 def test_an_agent_logp_longer_than_its_steps_is_named(tmp_path) -> None:

@@ -67,31 +67,31 @@ def test_select_by_wis_keeps_the_best_estimate_across_a_resume(ray_session, tmp_
     from offline_graph.rllib.algorithms import GraphBC
 
     ckpt = tmp_path / "run"
-    argv = [*ARGS, "--iterations", "4", "--select-by", "wis", "--select-explore", "--checkpoint", str(ckpt)]
+    argv = [*ARGS, "--iterations", "3", "--select-by", "wis", "--select-explore", "--checkpoint", str(ckpt)]
     real_train, calls = GraphBC.train, []
 
-    def killed_at_third(self):  # the real train(); the third call dies (as a killed run)
+    def killed_at_second(self):  # the real train(); the second call dies (as a killed run)
         calls.append(1)
-        if len(calls) == 3:
+        if len(calls) == 2:
             raise RuntimeError("killed")
         return real_train(self)
 
-    monkeypatch.setattr(GraphBC, "train", killed_at_third)
+    monkeypatch.setattr(GraphBC, "train", killed_at_second)
     with pytest.raises(RuntimeError, match="killed"):
         train_cli.main(argv)
     monkeypatch.undo()
     progress = json.loads((ckpt / "progress.json").read_text())
-    assert progress["iteration"] == 2
+    assert progress["iteration"] == 1
     before = [h["estimate"]["value"] for h in progress["history"]]
-    assert len(before) == 2 and "iteration 2: wis estimate" in capsys.readouterr().out
+    assert len(before) == 1 and "iteration 1: wis estimate" in capsys.readouterr().out
 
     assert train_cli.main([*argv, "--resume"]) == 0
     out = capsys.readouterr().out
-    assert "resuming from iteration 2" in out
-    sel = check_selection(ckpt, [1, 2, 3, 4], out)
+    assert "resuming from iteration 1" in out
+    sel = check_selection(ckpt, [1, 2, 3], out)
     values = [c["value"] for c in sel["checkpoints"]]
-    assert values[:2] == before  # kept from the first run, not estimated again
-    for it in (3, 4):
+    assert values[:1] == before  # kept from the first run, not estimated again
+    for it in (2, 3):
         assert f"iteration {it}: wis estimate {values[it - 1]:.3f}" in out
     assert "iteration 1: wis" not in out
     assert sel["method"] == "wis" and sel["explore"] is True and sel["gamma"] == 0.99

@@ -18,7 +18,7 @@ without a legal choice gets a max of 0 (nothing to bootstrap from) instead of ``
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import torch
@@ -27,7 +27,13 @@ from torch import nn
 
 from offline_graph.data.spaces import selection_level
 from offline_graph.rllib.gnn_layers import GraphEncoder, GraphEncoding, mlp
-from offline_graph.rllib.selection import OUTPUT_KEY, SelectionHead, choice_features, choice_index
+from offline_graph.rllib.selection import (
+    OUTPUT_KEY,
+    SelectionHead,
+    choice_features,
+    choice_index,
+    dense_choices,
+)
 
 
 def legal_pool(enc: GraphEncoding, obs: dict[str, torch.Tensor], level: str) -> torch.Tensor:
@@ -94,6 +100,31 @@ class QHead(nn.Module):
         ]
 
 
+def heads_q(heads: list[QHead], enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """``[head(enc, obs) for head in heads]``, the same values, with what node / edge heads
+    built alike share computed once: the pooled legal choices and every choice's input
+    features (one per head before: with FQE's bootstrap heads most of a gradient step's
+    time). Only without gradients or on a detached encoding: where gradients reach ``enc``
+    the shared inputs would sum them in another order."""
+    first = heads[0].choice if heads else None
+    alike = {(h.context, h.choice.level, h.choice.outputs) if h.choice else None for h in heads}
+    if first is None or len(heads) < 2 or len(alike) != 1:
+        return [head(enc, obs) for head in heads]
+    if heads[0].context is not None:
+        ctx = legal_pool(enc, obs, heads[0].context)
+        enc = GraphEncoding(enc.nodes, torch.cat([enc.graphs, ctx], dim=-1), enc.batch, enc.ptr)
+    index, inputs = first.choice_inputs(enc, obs)
+    mask = obs.get("action_mask")
+    out = []
+    for head in heads:  # each head as SelectionHead.dense_scores
+        assert head.choice is not None  # noqa: S101 (alike: all are choice heads)
+        scores = head.choice.scores_of(inputs, index, obs)
+        if mask is not None:
+            scores = torch.where(mask.bool(), scores, torch.full_like(scores, float("-inf")))
+        out.append(dense_choices(scores, index, enc.ptr.numel() - 1))
+    return out
+
+
 class QNetwork(nn.Module):
     """Encoder + ``num_q`` Q heads (+ a value head ``V(s)`` when ``value``)."""
 
@@ -117,7 +148,9 @@ class QNetwork(nn.Module):
     def forward(self, obs: dict[str, torch.Tensor]) -> tuple[GraphEncoding, list[torch.Tensor]]:
         """(the encoding, each head's Q values ``[G, ...]``) of every graph of ``obs``."""
         enc = self.encoder(obs)
-        return enc, [head(enc, obs) for head in self.q_heads]
+        if torch.is_grad_enabled():  # training: each head's own path (gradients summed as ever)
+            return enc, [head(enc, obs) for head in self.q_heads]
+        return enc, heads_q(cast(list[QHead], list(self.q_heads)), enc, obs)
 
     def values(self, enc: GraphEncoding) -> torch.Tensor:
         """``V(s)`` ``[G]`` (the value head must exist)."""

@@ -73,7 +73,7 @@ import torch
 from ray.rllib.utils.torch_utils import update_target_network
 
 from offline_graph.data.columns import GraphColumns
-from offline_graph.rllib.critic import legal, pick
+from offline_graph.rllib.critic import heads_q, legal, pick
 from offline_graph.rllib.gnn_layers import GraphEncoding
 from offline_graph.rllib.selection import OUTPUT_KEY
 from offline_graph.rllib.ope_policy import INFERENCE_BATCH, Choices, minibatches, q_network, torch_obs
@@ -311,7 +311,7 @@ def _train_heads(net: Any, obs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     out = [net.q_heads[0](enc, obs)]
     if len(net.q_heads) > 1:
         frozen = GraphEncoding(enc.nodes.detach(), enc.graphs.detach(), enc.batch, enc.ptr)
-        out += [head(frozen, obs) for head in net.q_heads[1:]]
+        out += heads_q(list(net.q_heads)[1:], frozen, obs)
     return out
 
 

@@ -115,11 +115,25 @@ class SelectionHead(nn.Module):
 
     def scores(self, enc: GraphEncoding, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Raw score of every choice ``[C]`` (node / edge order of the batch)."""
+        index, inputs = self.choice_inputs(enc, obs)
+        return self.scores_of(inputs, index, obs)
+
+    def choice_inputs(
+        self, enc: GraphEncoding, obs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(graph id ``[C]``, the MLP's input ``[C, in_dim]``) of every choice: what heads
+        built alike share (:func:`offline_graph.rllib.critic.heads_q`)."""
         index = self.choice_index(enc, obs)
         parts = [choice_features(self.level, enc, obs), enc.graphs[index]]
         if self.edge_dim is not None:
             parts.append(obs["edge_attr"].to(enc.nodes.dtype))
-        out = self.mlp(torch.cat(parts, dim=-1))
+        return index, torch.cat(parts, dim=-1)
+
+    def scores_of(
+        self, inputs: torch.Tensor, index: torch.Tensor, obs: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """:meth:`scores` from :meth:`choice_inputs`."""
+        out = self.mlp(inputs)
         if self.outputs == 1:
             return out.squeeze(-1)
         return out.gather(1, obs[OUTPUT_KEY][index].unsqueeze(1)).squeeze(1)
