@@ -59,7 +59,7 @@ def test_bad_lines_catches_what_was_seen():
 
 
 UPDATES, B, EPISODES = 10, 256, 20
-ITERATIONS, EVERY = 6, 3
+ITERATIONS, EVERY = 8, 4
 MAIN = [
     "train", "--algo", "bc", "--data", "sample_data/expert", "--iterations", str(ITERATIONS),
     "--num-learners", "0", "--updates-per-iteration", str(UPDATES), "--batch-size", str(B),
@@ -67,8 +67,9 @@ MAIN = [
 ]  # fmt: skip
 """The README main command (docs/getting-started.md) with ``--checkpoint-every`` as
 docs/guides/recording-and-conversion.md resumes it, sized so that BC on the expert data ends
-near the expert in 6 iterations (lr 3e-3: 98.6 and 99.4 in two runs here, 94.3 after 5 in
-docs/guides/training.md)."""
+near the expert (lr 3e-3: 98.6 and 99.4 after 6 uninterrupted iterations here, 94.3 after 5 in
+docs/guides/training.md; killed after 3 and resumed to 6, 92.5 and 89.8: 8 iterations keep a
+margin over the test's 80)."""
 
 
 def start_train(out_dir: Path, *args: str) -> subprocess.Popen:
@@ -95,10 +96,10 @@ def saved_iteration(ckpt: Path) -> int:
 
 
 def test_main_command_killed_and_resumed_is_clean_and_its_outputs_complete(tmp_path):
-    """The README main command with ``--checkpoint-every 3``, killed with SIGKILL after its
+    """The README main command with ``--checkpoint-every 4``, killed with SIGKILL after its
     first checkpoint, then the same command plus ``--resume`` (the suite's one end-to-end run of
     ``train`` then ``evaluate``): neither run prints an error-level line, a traceback or a
-    deprecation warning; the resumed run continues from iteration 3 with the whole history and
+    deprecation warning; the resumed run continues from iteration 4 with the whole history and
     the saved weights, writes the checkpoint, curve and summary, and scores as BC on the expert
     data does; ``evaluate`` on the checkpoint gets train's own evaluation returns (same seed).
 
@@ -138,13 +139,13 @@ def test_main_command_killed_and_resumed_is_clean_and_its_outputs_complete(tmp_p
     assert summary["data"]["kind"] == "episodes"
     assert summary["iterations"] == ITERATIONS and summary["resumed_from_iteration"] == EVERY
     its = summary["history"]
-    assert [h["iteration"] for h in its] == [1, 2, 3, 4, 5, 6]
+    assert [h["iteration"] for h in its] == list(range(1, ITERATIONS + 1))
     assert all(h["env_steps_trained"] == UPDATES * B for h in its)
     assert all(math.isfinite(h["policy_loss"]) for h in its)
     assert all(h["bytes_per_transition"] > 0 for h in its)
-    # The weights were restored: from fresh weights a first iteration's loss is ~1.33 (log 4 =
-    # 1.39 at the start; 1.34, 1.34 in two runs), the killed run was at 0.99 / 0.45 after 3
-    # iterations and the resumed run's first iteration goes on from there.
+    # The weights were restored: from fresh weights a first iteration's loss is ~1.35 (log 4 =
+    # 1.39 at the start; 1.34 to 1.37 in four runs), the killed run was at 0.13 to 0.61 after 4
+    # iterations (five runs) and the resumed run's first iteration goes on from there.
     assert its[EVERY]["policy_loss"] < 0.9 * its[0]["policy_loss"], its
     ev = summary["evaluation"]
     assert len(ev["module"]["returns"]) == len(ev["expert"]["returns"]) == EPISODES
@@ -211,7 +212,10 @@ def test_stop_then_shutdown_prints_no_traceback(script_run):
     ends without either gets it closed by the exit handler that setup registers (before, the
     iterator's finalizer ran during interpreter shutdown: "Exception ignored in: <generator
     object DataIterator._iter_batches ...>", a traceback, "ImportError: sys.meta_path is
-    None")."""
+    None").
+
+    Over 20 s when it runs alone (two Ray starts and two algorithm builds in the script);
+    beside the main command's test the script has finished by the time this test waits."""
     done = script_run(300)
     assert done.returncode == 0, done.stderr
     assert "steps 128" in done.stdout

@@ -51,6 +51,13 @@ def expected_line(path: str) -> str:
 
 @pytest.mark.slow
 def test_convert_corrupt_row_prints_one_line_and_exits_2(corrupt_input, convert_runs):
+    """Over 20 s, and not for the error: the first test to wait for the two runs (plain and
+    ``--debug``, started together) bears both. Each is an ``offline-graph`` process that starts
+    its own local Ray (~10 s of CPU in all: the CLI process, Ray's prestarted workers, Ray
+    Data's session actors, Ray's agents and monitors) and runs one conversion task; the error
+    line comes as that task fails, and the ~3 s after it are Ray's shutdown at exit, as after a
+    successful conversion. The runs stay subprocesses: in this process Ray Data's console lines
+    (which the plain run must hide and the debug run must show) do not reach captured stderr."""
     _, path = corrupt_input
     proc = convert_runs["plain"](300)
     printed = proc.stdout + proc.stderr

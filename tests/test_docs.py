@@ -9,6 +9,10 @@ directory. Pages whose blocks read data a command records first get it from ``SE
 page). The pages' runs start together, three at a time (``page_runs``), and each page's test
 checks its own run. There are no shown-only code blocks: a fence whose language starts with ``py`` must be
 ``python`` (run), so no example can rot unrun.
+
+The examples run at the size a reader would copy: one ``algo.train()`` of 2 updates where a page
+shows plumbing (its prose gives the settings of the numbers it quotes), a few evaluation
+episodes, 10-20 recorded episodes in ``SETUP``.
 """
 
 from __future__ import annotations
@@ -106,6 +110,17 @@ def run_key(page: pathlib.Path) -> str:
     return f"{page_id(page) if SETUP.get(page_id(page)) else ''}\n{code}"
 
 
+PAGE_THREADS = 1
+"""A page's interpreter gets ``OMP_NUM_THREADS=1`` unless the environment sets it (the thread
+count is all that differs from a reader's run). The page's own process holds the local learner
+and the evaluation and PPO loops, and torch gives it one spinning intra-op thread per core;
+with three pages at once on two cores (beside the other test worker) those threads only take
+CPU from the other runs (the training guide: the same slow-down of ``offline-graph train`` on a
+busy 2-CPU machine, hence its ``--torch-threads 1``). Ray's fractional-CPU workers already get
+one thread. Measured on training.md: its processes used 29.6 CPU s instead of 41.5 (the page's
+own 10.0 instead of 20.5)."""
+
+
 def run_page(page: pathlib.Path, tmp_path: pathlib.Path) -> PageRun:
     """Runs ``page``'s blocks in ``tmp_path`` (its set-up first), as printed."""
     for entry in ROOT.iterdir():
@@ -113,7 +128,7 @@ def run_page(page: pathlib.Path, tmp_path: pathlib.Path) -> PageRun:
             (tmp_path / entry.name).symlink_to(entry)
     setup = SETUP.get(page_id(page))
     steps = setup(tmp_path) if setup else None
-    env = {"OMP_NUM_THREADS": "1", **os.environ, "PYTHONPATH": str(ROOT)}  # PAGE_THREADS
+    env = {"OMP_NUM_THREADS": str(PAGE_THREADS), **os.environ, "PYTHONPATH": str(ROOT)}
     code = "\n".join(blocks(page.read_text(), "python"))
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
@@ -125,19 +140,25 @@ def run_page(page: pathlib.Path, tmp_path: pathlib.Path) -> PageRun:
 PARALLEL = 3
 """Pages run at once: a page's run waits much of its time on Ray starting and on its actors.
 Measured on the 2-core build machine (docs module, load 5-15): 2 at a time 265 s (before
-SLOW_FIRST had 6 pages), 3 at a time 162 s, 4 at a time 174 s."""
+SLOW_FIRST had 6 pages), 3 at a time 162 s, 4 at a time 174 s. With the pages' present sizes
+and PAGE_THREADS, 3 at a time: 223 s at load 20-45 and 436 s at load 40-70 (the pages' former
+sizes, measured back to back: 471 s and 705 s; 212-232 CPU s in all instead of 288-339)."""
 SLOW_FIRST = [
     "docs/guides/tune.md",
-    "docs/guides/multi-agent-cli.md",
     "docs/guides/value-based.md",
-    "README.md",
-    "docs/guides/multi-agent.md",
     "docs/guides/training.md",
+    "README.md",
+    "docs/guides/multi-agent-cli.md",
+    "docs/guides/multi-agent.md",
+    "docs/guides/node-edge-actions.md",
+    "docs/guides/data-format.md",
+    "docs/guides/ope.md",
 ]
-"""The runs longest first (measured: tune 108 s, multi-agent-cli 102, value-based 88, README 59,
-multi-agent 51, training 44; the others 4-15 s), so that the lanes end close together and
-none is left to run alone at the end (on two lanes, longest first: ~245 s of ~480 s in all,
-against 264 s with multi-agent and training last)."""
+"""The runs longest first, so that the lanes end close together and none is left to run alone
+at the end. Measured in the module runs above (3 at a time; load 20-45, then 40-70): tune 139 /
+259 s, value-based 128 / 234, training 109 / 210, README 96 / 195, multi-agent-cli 78 / 194,
+multi-agent 49 / 110, node-edge-actions 23 / 10, data-format 15 / 7, ope 8 / 9; the lanes ended
+within 15 s and 33 s of each other."""
 
 
 @pytest.fixture(scope="module")
@@ -243,6 +264,10 @@ CHECKS: dict[str, Callable[[PageRun], None]] = {
 @pytest.mark.slow
 @pytest.mark.parametrize("page", RUN_PAGES, ids=page_id)
 def test_python_blocks_run_as_printed(page: pathlib.Path, page_runs: dict[str, Future[PageRun]]) -> None:
+    """The page's run (``page_runs``) exits 0 and its ``CHECKS`` entry holds. Over 20 s: each
+    run starts Ray and runs its algorithms as printed (Ray's own processes, the prelearner
+    actors, Tune's trials: ``SLOW_FIRST`` has the times), and the first page test also waits
+    for the runs started before its own."""
     run = page_runs[run_key(page)].result()
     check = CHECKS.get(page_id(page))
     if check is not None:

@@ -52,20 +52,6 @@ G1 = GraphInstance(  # 2 nodes, edge 1->0
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The local learners, the local evaluation runner and our evaluator run in this process:
-    on one torch thread, as ``offline-graph train`` runs them (``--torch-threads 1``). Small
-    batches: on a busy 2-CPU machine torch's two intra-op threads made 30 BC updates take 6.4 s
-    of CPU instead of 0.3 s (16 s wall instead of 0.4-0.9 s)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def episode(obs, info) -> SingleAgentEpisode:
     ep = SingleAgentEpisode(observation_space=None, action_space=None)
     ep.add_env_reset(observation=obs, infos=info)
@@ -319,6 +305,8 @@ def eval_return(result: dict) -> tuple[float, int]:
 
 @pytest.mark.slow
 def test_marwil_evaluates_on_a_local_runner_of_an_env_class(ray_session):
+    """Near 20 s on a busy machine: the build and the first ``train()`` start the data pipeline
+    (a prelearner actor importing torch, RLlib and PyG); each evaluation is 10 local episodes."""
     algo = offline_config("marwil", GraphEnv, 0, **SHORT_ENV).build_algo()
     try:
         assert algo.eval_env_runner_group.num_remote_env_runners() == 0
@@ -332,7 +320,11 @@ def test_marwil_evaluates_on_a_local_runner_of_an_env_class(ray_session):
 
 @pytest.mark.slow
 def test_bc_evaluation_return_rises_and_matches_our_evaluator(ray_session):
-    """BC from an env id (spaces from the env), one remote evaluation EnvRunner."""
+    """BC from an env id (spaces from the env), one remote evaluation EnvRunner.
+
+    Over 20 s: the remote EnvRunner and the prelearner actor each start a process (torch,
+    RLlib, PyG), and the learning check needs its ~150 updates (15 evaluations of 10 episodes
+    on the remote runner); the updates themselves take ~1.5 s of CPU on one torch thread."""
     from offline_graph.rllib.evaluation import evaluate_module
 
     algo = offline_config("bc", "offline_graph/Graph-v0", 1, iters=10, **SHORT_ENV).build_algo()

@@ -41,20 +41,6 @@ ITERATIONS = 2
 EPISODES, EPISODES_PER_FILE = 20, 10
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One torch thread in this process: the BC runs below train their learner here
-    (num_learners=0), and on a busy 2-CPU machine torch's 2 intra-op threads spent their time
-    waiting on each other (measured: 10 BC updates of a hidden-8 module 3.5 to 4.8 s with 2
-    threads, 0.07 s with 1)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ---------------------------------------------------------------------------------------------
 # The cluster, the data, a config, a checked run
 
@@ -334,7 +320,8 @@ class DieOnFirstCall(GraphOfflinePreLearner):
 def test_two_node_training_survives_a_killed_prelearner_actor(cluster, expert_data, tmp_path):
     """BC on 2 nodes of 1 CPU (the small plan) trains ITERATIONS iterations with exact step
     counts, though its prelearner actor died on its first call (one algorithm for both cases:
-    its build and first read are most of the test)."""
+    its build and first read are most of the test). Around 20 s on the busy 2-CPU machine:
+    the prelearner actor's process (torch, RLlib) starts twice, before and after its death."""
     import offline_graph
 
     data, transitions = expert_data
@@ -373,8 +360,8 @@ def test_two_node_training_survives_a_killed_prelearner_actor(cluster, expert_da
 def test_three_node_cluster_spreads_prelearner_actors(cluster, expert_data):
     """configure sizes the prelearner pool to a 3-node, 6-CPU cluster (one actor per node to
     start, at most 6 - 1 read CPU = 5): the actors run on several nodes (the 4-CPU node alone
-    could hold all of them) and training completes. Over 20 s (about 25 s alone on the 2-CPU
-    machine): a node of 4 CPUs is started and 3 prelearner actors import torch, one per node."""
+    could hold all of them) and training completes. Over 20 s on the busy 2-CPU machine: a node
+    of 4 CPUs is started and 3 prelearner actor processes import torch and RLlib."""
     from ray._private import state
 
     data, _ = expert_data
@@ -448,9 +435,9 @@ def check_trained(result) -> None:
 def test_tuner_grid_on_a_3_node_cluster_of_small_nodes_with_checkpoints_and_restore(cluster, tmp_path):
     """Three 1-CPU nodes: two trials' fractional actors could take a share of every node, so
     max_concurrent_trials runs one trial at a time; both finish, each checkpoint is the trial's
-    module, and the finished experiment restores with the same results. Over 20 s (about 30 s
-    alone on the 2-CPU machine): each trial starts its own Ray worker processes (the trial, its
-    prelearner actor, the read tasks), one trial after the other."""
+    module, and the finished experiment restores with the same results. Over 20 s on the busy
+    2-CPU machine (30 s in the suite's last timing): each trial starts its own Ray worker
+    processes (the trial, its prelearner actor, the read tasks), one trial after the other."""
     import offline_graph
 
     cluster.nodes(1, 1)

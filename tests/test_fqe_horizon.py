@@ -15,7 +15,6 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 
 from offline_graph import estimate_value
 from offline_graph.data.columns import GraphColumns
@@ -38,16 +37,6 @@ def uniform_episode(obs: list, acts: np.ndarray, name: str, *, terminated: bool)
         obs, acts.tolist(), acts.astype(float).tolist(), terminated=terminated, truncated=not terminated,
         episode_id=name, action_logp=[math.log(0.5)] * LIMIT,
     )  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """fit_fqe called directly runs as estimate_value runs it: on one torch thread (small
-    batches: more threads were slower, and on a busy 2-CPU machine several times slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -58,18 +58,6 @@ def make_batch(graphs: list[dict], edges: bool = True) -> dict:
     return {Columns.OBS: obs}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One torch thread for the module: its forward / backward passes are a few dozen nodes,
-    and on a busy 2-CPU machine torch's 2 intra-op threads spent their time waiting on each
-    other (test_supervised_fit_needs_structure, measured: 19 s to 220 s with 2 threads, 1 to 3 s
-    with 1)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def cfg_for(conv: str) -> tuple[dict, bool]:
     return {"conv": conv}, conv == "gine"
 

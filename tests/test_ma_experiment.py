@@ -27,6 +27,8 @@ evaluation): small batches and modules. The run is tested for its plumbing, not 
 
 
 def test_quick_writes_table_and_json(ray_session, tmp_path, capsys):
+    """Over 20 s on a busy machine: three (row, seed) runs, each building an algorithm whose
+    first ``train()`` starts a prelearner actor (~4 s of CPU, mostly imports)."""
     out = tmp_path / "mae"
     assert ma_experiment.main(["--quick", "--output", str(out), *SMALL]) == 0
     printed = capsys.readouterr().out

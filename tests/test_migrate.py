@@ -50,20 +50,6 @@ from tests.migrate_data import (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One torch thread in this process: the BC run below trains its learner here
-    (num_learners=0), and on a busy 2-CPU machine torch's 2 intra-op threads spent their time
-    waiting on each other (measured: 10 BC updates of a hidden-8 module 3.5 to 4.8 s with 2
-    threads, 0.07 s with 1)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # --------------------------------------------------------------------------- layout
 def test_layout_is_rllibs_preprocessor_layout():
     layout = layout_from_space(OBS_SPACE)
@@ -303,6 +289,8 @@ def test_cli_migrate_then_inspect(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_bc_trains_one_iteration_on_migrated_episodes(ray_session, tmp_path):
+    """About 20 s on the busy 2-CPU machine: the first train() starts Ray Data's read tasks and the
+    prelearner actor (a process importing torch and RLlib); the 10 updates after take ~0.1 s."""
     from ray.rllib.algorithms.bc import BCConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 

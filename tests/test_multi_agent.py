@@ -222,36 +222,66 @@ def test_untrained_modules_get_no_data_and_mapping_applies_at_read_time(ray_sess
         unknown(_rows(data_dir))
 
 
-def check_trained_modules(config, result: dict, algo) -> None:
+def check_trained_modules(config, result: dict, algo, episodes: bool = True) -> None:
     """Both modules trained (finite losses), get_module("num") is the node-action GNNModule and
-    data_report counts each module's transitions: every read of the 3 episodes gives "num" 6
-    (agent 7's 2 steps each) and "letters" 12 (a's 3 + b's 1)."""
+    (episodes) data_report counts each module's transitions: every read of the 3 episodes
+    gives "num" 6 (agent 7's 2 steps each) and "letters" 12 (a's 3 + b's 1)."""
     losses = {m: result["learners"][m]["policy_loss"] for m in ("letters", "num")}
     assert all(np.isfinite(float(v)) for v in losses.values())
     module = algo.get_module("num")
     assert isinstance(module, offline_graph.GNNModule) and module.action_space == ACT[7]
+    if not episodes:  # rows: the prelearner counts no transitions per module
+        return
     report = offline_graph.data_report(config)
     assert report["transitions_by_module"]["num"] % 6 == 0 and report["transitions_by_module"]["num"] > 0
     assert report["transitions_by_module"]["letters"] == 2 * report["transitions_by_module"]["num"]
 
 
-def test_marwil_trains_each_module_on_two_ddp_learners(ray_session, data_dir) -> None:
-    """MARWIL on 2 DDP learners (a MultiRLModule on each, value heads too); the local-learner
-    case is test_no_env_no_config_spaces_trains_saves_and_restores (MARWIL) and BC on the
-    converted rows. Over 20 s: its 2 remote learner actors (~15 s on a 2-CPU machine)."""
-    config = _config(data_dir, algo=MARWILConfig, learners=2, beta=1.0)
+@pytest.fixture(scope="module")
+def rows_dir(data_dir, tmp_path_factory) -> str:
+    """The episodes of ``data_dir`` converted to rows (gamma 0.5: the value targets)."""
+    from offline_graph.jobs.ma_convert import MultiAgentConvertConfig, convert_multi_agent
+
+    out = str(tmp_path_factory.mktemp("ma_rows") / "rows")
+    convert_multi_agent(MultiAgentConvertConfig(input=data_dir, output=out, gamma=0.5, num_workers=1))
+    return out
+
+
+def test_marwil_trains_each_module_of_converted_rows_on_two_ddp_learners(ray_session, rows_dir) -> None:
+    """MARWIL on 2 DDP learners (a MultiRLModule on each, value heads too) from the converted
+    rows (the mapping applied at read time): both modules, the Discrete one and the NodeAction
+    one (the selection head's DDP case: each learner's batch has its own [B, M] layout),
+    train and hold bit-identical weights on both learners after the updates. Episodes on a
+    local learner, with data_report's per-module counts (kept by the prelearner actors, the
+    same for any number of learners): test_no_env_no_config_spaces_trains_saves_and_restores
+    (MARWIL) and BC in tests/test_ope_multi_agent.py. Over 20 s: its 2 remote learner actors
+    (~15 s on a 2-CPU machine)."""
+    config = _config(rows_dir, algo=MARWILConfig, learners=2, episodes=False, beta=1.0)
     algo = config.build_algo()
     try:
-        check_trained_modules(config, algo.train(), algo)
+        check_trained_modules(config, algo.train(), algo, episodes=False)
+        states = [
+            r.get()
+            for r in algo.learner_group.foreach_learner(
+                lambda lr: {
+                    m: {k: v.detach().cpu().numpy() for k, v in lr.module[m].state_dict().items()}
+                    for m in ("letters", "num")
+                }
+            )
+        ]
+        assert len(states) == 2
+        for m in ("letters", "num"):
+            assert states[0][m].keys() == states[1][m].keys() and states[0][m]
+            for key in states[0][m]:
+                np.testing.assert_array_equal(states[0][m][key], states[1][m][key], err_msg=f"{m} {key}")
     finally:
         algo.stop()
 
 
-def test_converted_rows_train_with_the_mapping_applied_at_read_time(ray_session, data_dir, tmp_path) -> None:
-    from offline_graph.jobs.ma_convert import MultiAgentConvertConfig, convert_multi_agent
-
-    out = str(tmp_path / "rows")
-    convert_multi_agent(MultiAgentConvertConfig(input=data_dir, output=out, gamma=0.5, num_workers=1))
+def test_converted_rows_give_joint_rows_with_the_mapping_applied_at_read_time(ray_session, rows_dir) -> None:
+    """The prelearner on converted rows (training on them:
+    test_marwil_trains_each_module_of_converted_rows_on_two_ddp_learners)."""
+    out = rows_dir
     config = _config(out, episodes=False)
     rows = pq.read_table(out)
     pre = GraphOfflinePreLearner(config=config)
@@ -270,12 +300,6 @@ def test_converted_rows_train_with_the_mapping_applied_at_read_time(ray_session,
         SchemaError, match=r"module 'letters', column 'x': every row's inner lists must have width 3"
     ):
         wrong(rows)
-    algo = config.build_algo()
-    try:
-        result = algo.train()
-        assert np.isfinite(float(result["learners"]["num"]["policy_loss"]))
-    finally:
-        algo.stop()
 
 
 def test_multi_agent_config_with_env_evaluation_gets_graph_runner(ray_session, data_dir) -> None:

@@ -38,17 +38,6 @@ def chain(tmp_path_factory):
     return make_chain(tmp_path_factory)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One torch thread in this process: the recording EnvRunners below run the module on one
-    graph per step here, and on a busy 2-CPU machine torch's 2 intra-op threads spent their time
-    waiting on each other (estimate_value runs on one thread by itself)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # --- 4. the data as one file, a list of files, a directory, converted rows ----------------------
 
 

@@ -78,7 +78,9 @@ def test_rllib_config_trains_acts_and_restores(ray_session, stitch_logs, tmp_pat
     """One build per algorithm. IQL also gets evaluation(offline_evaluation_type="fqe"), a type
     RLlib's validate does not know, set on the already configured config (with configure's
     offline_evaluation options): built as configure maps it, the reported value is our FQE of
-    the trained module on every episode (holdout 0)."""
+    the trained module on every episode (holdout 0). The IQL case can take over 20 s: the
+    FQE fit twice (RLlib's evaluation, then by hand) beside the build, training, 5 evaluation
+    episodes and the checkpoint round trip, one build fewer than as two tests."""
     config = value_config(cls, stitch_logs, **training)
     if cls is IQLConfig:
         config = offline_graph.configure(config, seed=0, offline_evaluation=FQE)
