@@ -4,8 +4,9 @@ Importing this package registers the envs with gymnasium: ``"offline_graph/Graph
 (:mod:`~offline_graph.env.graph_env`), ``"offline_graph/NextHop-v0"``
 (:mod:`~offline_graph.env.next_hop`) and ``"offline_graph/GrowTree-v0"``
 (:mod:`~offline_graph.env.grow_tree`), the stitching task ``"offline_graph/Stitch-v0"``
-(:mod:`~offline_graph.env.stitch`) and the memory task ``"offline_graph/Recall-v0"``
-(:mod:`~offline_graph.env.recall`).
+(:mod:`~offline_graph.env.stitch`), the memory task ``"offline_graph/Recall-v0"``
+(:mod:`~offline_graph.env.recall`) and job-shop scheduling ``"offline_graph/JobShop-v0"``
+(:mod:`~offline_graph.env.jobshop`: L2D's MDP, Taillard's instances, dispatching rules).
 """
 
 from __future__ import annotations
@@ -80,6 +81,33 @@ if RECALL_ID not in gym.registry:
     gym.register(id=RECALL_ID, entry_point="offline_graph.env.recall:RecallEnv")
 
 __all__ += ["RECALL_ID", "RecallConfig", "RecallEnv", "recall_expert"]
+
+# Job-shop scheduling, L2D's MDP (offline_graph.env.jobshop; the CP-SAT expert needs ortools).
+from offline_graph.env.jobshop import JOBSHOP_FEATURES, JobShopConfig, JobShopEnv  # noqa: E402
+from offline_graph.env.jobshop_instances import (  # noqa: E402
+    TAILLARD_GROUPS,
+    TAILLARD_UPPER_BOUNDS,
+    generate_instance,
+    taillard_instance,
+)
+from offline_graph.env.jobshop_rules import JOBSHOP_POLICY_NAMES, make_jobshop_policy  # noqa: E402
+
+JOBSHOP_ID = "offline_graph/JobShop-v0"
+if JOBSHOP_ID not in gym.registry:
+    gym.register(id=JOBSHOP_ID, entry_point="offline_graph.env.jobshop:JobShopEnv")
+
+__all__ += [
+    "JOBSHOP_FEATURES",
+    "JOBSHOP_ID",
+    "JOBSHOP_POLICY_NAMES",
+    "TAILLARD_GROUPS",
+    "TAILLARD_UPPER_BOUNDS",
+    "JobShopConfig",
+    "JobShopEnv",
+    "generate_instance",
+    "make_jobshop_policy",
+    "taillard_instance",
+]
 
 # The multi-agent TeamEnv (an RLlib MultiAgentEnv): registered by a string entry point and
 # exported lazily, so `import offline_graph.env` does not import Ray.
