@@ -53,30 +53,30 @@ _install_moved_paths()  # old module paths (offline_graph.collate, ...) still im
 
 _EXPORTS: dict[str, str] = {
     # RLlib integration (Ray, torch)
-    "configure": "offline_graph.rllib.configure",
-    "data_report": "offline_graph.rllib.configure",
-    "max_concurrent_trials": "offline_graph.rllib.resources",
-    "GraphBC": "offline_graph.rllib.algorithms",
-    "GraphMARWIL": "offline_graph.rllib.algorithms",
-    "GraphIQL": "offline_graph.rllib.value_algorithms",
-    "GraphCQL": "offline_graph.rllib.value_algorithms",
-    "GraphOfflinePreLearner": "offline_graph.rllib.prelearner",
-    "GraphEnvRunner": "offline_graph.rllib.env_runner",
-    "GraphMultiAgentEnvRunner": "offline_graph.rllib.ma_env_runner",
-    "multi_agent_offline_config": "offline_graph.rllib.team_config",
-    "configure_online": "offline_graph.rllib.online",
-    "load_module_weights": "offline_graph.rllib.online",
-    "GraphPPOTorchLearner": "offline_graph.rllib.ppo_learner",
-    "GNNModule": "offline_graph.rllib.gnn_module",
-    "GraphCollateFn": "offline_graph.rllib.collate_fn",
-    "encode_episode": "offline_graph.rllib.episodes",
-    "write_episodes": "offline_graph.rllib.write",
-    "to_multi_agent_episode": "offline_graph.rllib.episodes",
-    "evaluate_multi_agent_module": "offline_graph.rllib.ma_evaluation",
-    "evaluate_module": "offline_graph.rllib.evaluation",
-    "estimate_value": "offline_graph.rllib.ope",
-    "evaluate_policy": "offline_graph.rllib.evaluation",
-    "restore_module": "offline_graph.rllib.evaluation",
+    "configure": "offline_graph.rllib.algorithms.configure",
+    "data_report": "offline_graph.rllib.algorithms.configure",
+    "max_concurrent_trials": "offline_graph.rllib.offline.resources",
+    "GraphBC": "offline_graph.rllib.algorithms.offline_algorithms",
+    "GraphMARWIL": "offline_graph.rllib.algorithms.offline_algorithms",
+    "GraphIQL": "offline_graph.rllib.algorithms.value_algorithms",
+    "GraphCQL": "offline_graph.rllib.algorithms.value_algorithms",
+    "GraphOfflinePreLearner": "offline_graph.rllib.offline.prelearner",
+    "GraphEnvRunner": "offline_graph.rllib.env.env_runner",
+    "GraphMultiAgentEnvRunner": "offline_graph.rllib.env.ma_env_runner",
+    "multi_agent_offline_config": "offline_graph.rllib.algorithms.team_config",
+    "configure_online": "offline_graph.rllib.algorithms.online",
+    "load_module_weights": "offline_graph.rllib.algorithms.online",
+    "GraphPPOTorchLearner": "offline_graph.rllib.algorithms.ppo_learner",
+    "GNNModule": "offline_graph.rllib.core.gnn_module",
+    "GraphCollateFn": "offline_graph.rllib.offline.collate_fn",
+    "encode_episode": "offline_graph.rllib.offline.episodes",
+    "write_episodes": "offline_graph.rllib.offline.write",
+    "to_multi_agent_episode": "offline_graph.rllib.offline.episodes",
+    "evaluate_multi_agent_module": "offline_graph.rllib.evaluation.ma_evaluation",
+    "evaluate_module": "offline_graph.rllib.evaluation.evaluate",
+    "estimate_value": "offline_graph.rllib.ope.estimate",
+    "evaluate_policy": "offline_graph.rllib.evaluation.evaluate",
+    "restore_module": "offline_graph.rllib.evaluation.evaluate",
     # pure core (numpy, pyarrow)
     "NodeAction": "offline_graph.data.spaces",
     "EdgeAction": "offline_graph.data.spaces",
@@ -117,21 +117,21 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.data.space_text import graph_space, parse_space, space_text
     from offline_graph.data.spaces import EdgeAction, NodeAction
     from offline_graph.env.data_spaces import resolve_spaces
-    from offline_graph.rllib.algorithms import GraphBC, GraphMARWIL
-    from offline_graph.rllib.value_algorithms import GraphCQL, GraphIQL
-    from offline_graph.rllib.collate_fn import GraphCollateFn
-    from offline_graph.rllib.configure import configure, data_report
-    from offline_graph.rllib.episodes import encode_episode
-    from offline_graph.rllib.evaluation import evaluate_module, evaluate_policy, restore_module
-    from offline_graph.rllib.ope import estimate_value
-    from offline_graph.rllib.env_runner import GraphEnvRunner
-    from offline_graph.rllib.ma_env_runner import GraphMultiAgentEnvRunner
-    from offline_graph.rllib.team_config import multi_agent_offline_config
-    from offline_graph.rllib.gnn_module import GNNModule
-    from offline_graph.rllib.online import configure_online, load_module_weights
-    from offline_graph.rllib.ppo_learner import GraphPPOTorchLearner
-    from offline_graph.rllib.prelearner import GraphOfflinePreLearner
-    from offline_graph.rllib.resources import max_concurrent_trials
+    from offline_graph.rllib.algorithms.offline_algorithms import GraphBC, GraphMARWIL
+    from offline_graph.rllib.algorithms.value_algorithms import GraphCQL, GraphIQL
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
+    from offline_graph.rllib.algorithms.configure import configure, data_report
+    from offline_graph.rllib.offline.episodes import encode_episode
+    from offline_graph.rllib.evaluation.evaluate import evaluate_module, evaluate_policy, restore_module
+    from offline_graph.rllib.ope.estimate import estimate_value
+    from offline_graph.rllib.env.env_runner import GraphEnvRunner
+    from offline_graph.rllib.env.ma_env_runner import GraphMultiAgentEnvRunner
+    from offline_graph.rllib.algorithms.team_config import multi_agent_offline_config
+    from offline_graph.rllib.core.gnn_module import GNNModule
+    from offline_graph.rllib.algorithms.online import configure_online, load_module_weights
+    from offline_graph.rllib.algorithms.ppo_learner import GraphPPOTorchLearner
+    from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
+    from offline_graph.rllib.offline.resources import max_concurrent_trials
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,55 @@ import types
 import warnings
 from typing import Any, Sequence
 
+RLLIB_MOVES: dict[str, str] = {
+    "accounting": "offline.accounting",
+    "acting": "evaluation.acting",
+    "algo_classes": "algorithms.algo_classes",
+    "checkpoint_selection": "evaluation.checkpoint_selection",
+    "checkpoints": "evaluation.checkpoints",
+    "checks": "offline.checks",
+    "collate_fn": "offline.collate_fn",
+    "configure": "algorithms.configure",
+    "connectors": "offline.connectors",
+    "critic": "core.critic",
+    "env_connectors": "env.env_connectors",
+    "env_runner": "env.env_runner",
+    "env_setup": "env.env_setup",
+    "env_states": "env.env_states",
+    "episodes": "offline.episodes",
+    "fqe": "ope.fqe",
+    "fqe_model": "ope.fqe_model",
+    "gnn_layers": "core.gnn_layers",
+    "gnn_module": "core.gnn_module",
+    "graph_minibatch": "core.graph_minibatch",
+    "ma_env_runner": "env.ma_env_runner",
+    "ma_evaluation": "evaluation.ma_evaluation",
+    "memory": "core.memory",
+    "model_options": "core.model_options",
+    "multi_agent": "offline.multi_agent",
+    "offline_data": "offline.offline_data",
+    "offline_metrics": "evaluation.offline_metrics",
+    "online": "algorithms.online",
+    "ope_checks": "ope.ope_checks",
+    "ope_policy": "ope.ope_policy",
+    "ope_runner": "ope.ope_runner",
+    "ppo_learner": "algorithms.ppo_learner",
+    "prelearner": "offline.prelearner",
+    "ray_session": "core.ray_session",
+    "reading": "offline.reading",
+    "resources": "offline.resources",
+    "selection": "core.selection",
+    "settings": "core.settings",
+    "stepwise": "core.stepwise",
+    "team_config": "algorithms.team_config",
+    "value_algorithms": "algorithms.value_algorithms",
+    "value_configure": "algorithms.value_configure",
+    "value_learner": "algorithms.value_learner",
+    "vector_env": "env.vector_env",
+    "write": "offline.write",
+}
+"""Module of ``offline_graph.rllib`` -> its place in a sub-package (``reading`` is a package)."""
+
 MOVED: dict[str, tuple[str, ...]] = {
     **{
         f"offline_graph.{name}": (f"offline_graph.data.{name}",)
@@ -37,19 +86,30 @@ MOVED: dict[str, tuple[str, ...]] = {
             "stats",
         )
     },
-    "offline_graph.episode_codec": ("offline_graph.data.codec", "offline_graph.rllib.episodes"),
+    "offline_graph.episode_codec": ("offline_graph.data.codec", "offline_graph.rllib.offline.episodes"),
     "offline_graph.files": ("offline_graph.data.files", "offline_graph.jobs.source"),
-    "offline_graph.accounting": ("offline_graph.rllib.accounting",),
-    "offline_graph.jobs.accounting": ("offline_graph.rllib.accounting",),
+    "offline_graph.accounting": ("offline_graph.rllib.offline.accounting",),
+    "offline_graph.jobs.accounting": ("offline_graph.rllib.offline.accounting",),
     "offline_graph.jobs.spaces": ("offline_graph.env.data_spaces",),
     "offline_graph.convert": ("offline_graph.jobs.convert",),
     "offline_graph.recording": ("offline_graph.jobs.recording",),
-    "offline_graph.evaluation": ("offline_graph.rllib.evaluation",),
+    "offline_graph.evaluation": ("offline_graph.rllib.evaluation.evaluate",),
+    # offline_graph/rllib/ before its sub-packages (issue 39); the three old modules whose path
+    # is now a sub-package (algorithms, evaluation, ope) forward from that package's __init__
+    **{f"offline_graph.rllib.{name}": (f"offline_graph.rllib.{home}",) for name, home in RLLIB_MOVES.items()},
+    **{
+        f"offline_graph.rllib.reading.{name}": (f"offline_graph.rllib.offline.reading.{name}",)
+        for name in ("base", "episodes", "multi_agent", "rows", "runs", "value")
+    },
 }
 """Old module path -> the modules its names now live in (searched in order)."""
 
 
-def _forward(old: str, targets: Sequence[str]) -> Any:
+def forward_from(old: str, targets: Sequence[str], namespace: dict[str, Any] | None = None) -> Any:
+    """A module ``__getattr__`` for ``old`` that finds a name in ``targets`` with one warning;
+    the name found is kept in ``namespace`` (the old module's ``__dict__``), so that
+    ``from old import name``, which looks the name up twice, warns once."""
+
     def __getattr__(name: str) -> Any:
         for target in targets:
             try:
@@ -63,7 +123,10 @@ def _forward(old: str, targets: Sequence[str]) -> Any:
                     DeprecationWarning,
                     stacklevel=2,
                 )
-                return getattr(module, name)
+                value = getattr(module, name)
+                if namespace is not None:
+                    namespace[name] = value
+                return value
         raise AttributeError(
             f"{old}: {name!r} must be a name of {' or '.join(targets)} (found no such name). "
             "The module moved; see docs/architecture.md."
@@ -84,7 +147,9 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         module = types.ModuleType(spec.name, f"Moved to {', '.join(MOVED[spec.name])}.")
-        module.__getattr__ = _forward(spec.name, MOVED[spec.name])  # type: ignore[method-assign]
+        module.__getattr__ = forward_from(spec.name, MOVED[spec.name], module.__dict__)  # type: ignore[method-assign]
+        if any(other.startswith(f"{spec.name}.") for other in MOVED):
+            module.__path__ = []  # an old package (offline_graph.rllib.reading): its old submodules import
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:

@@ -68,7 +68,7 @@ def make_episode_item(
     episode_id: str = "ep0",
 ) -> bytes:
     """One episode row's ``item`` bytes (via :func:`offline_graph.data.codec.encode_episode`)."""
-    from offline_graph.rllib.episodes import encode_episode
+    from offline_graph.rllib.offline.episodes import encode_episode
 
     obs, acts, rews = make_episode(sizes, actions, rewards, F=F, D=D, seed=seed)
     return encode_episode(obs, acts, rews, terminated=terminated, truncated=truncated, episode_id=episode_id)

@@ -116,7 +116,7 @@ def logits(module, obs, edge_dim):
     import torch
     from ray.rllib.core.columns import Columns
 
-    from offline_graph.rllib.evaluation import obs_batch
+    from offline_graph.rllib.evaluation.evaluate import obs_batch
 
     with torch.no_grad():
         return module.forward_inference(obs_batch(obs, edge_dim))[Columns.ACTION_DIST_INPUTS]
@@ -135,7 +135,7 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from offline_graph import GNNModule, data_report
-    from offline_graph.rllib import accounting
+    from offline_graph.rllib.offline import accounting
 
     obs, edge_dim = eval_observations(8)
     # no spaces and no rl_module() call at all: configure's GNNModule is built and trains
@@ -185,13 +185,13 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
         assert algo2.iteration == 1
         assert_same_state(algo2.get_module().get_state(), saved)
         # the old helper names still work, through the same paths, with a warning
-        from offline_graph.rllib.evaluation import learner_module
+        from offline_graph.rllib.evaluation.evaluate import learner_module
 
         with pytest.warns(DeprecationWarning, match=r"algo.get_module\(\)"):
             assert_same_state(learner_module(algo2).get_state(), saved)
     finally:
         algo2.stop()
-    from offline_graph.rllib.evaluation import restore_algorithm
+    from offline_graph.rllib.evaluation.evaluate import restore_algorithm
 
     with pytest.warns(DeprecationWarning, match="Algorithm.from_checkpoint"):
         algo4 = restore_algorithm(ckpt)

@@ -2,7 +2,10 @@
 
 Layer order (docs/architecture.md), lowest first, as the data flows:
 ``data`` (pure core) < ``env`` (envs, making and acting in them) < ``rllib`` (RLlib/Ray
-adapters) < ``jobs`` (record / convert / migrate jobs) < ``bench`` < ``cli``. Every import
+adapters) < ``jobs`` (record / convert / migrate jobs) < ``bench`` < ``cli``. Inside ``rllib``
+the sub-packages, named after RLlib's own: ``core`` (the RLModule and its parts) < ``env``
+(EnvRunners, connectors) < ``offline`` (the prelearner, reading, episode files) < ``ope`` <
+``algorithms`` (configure, the algorithm classes, learners) < ``evaluation``. Every import
 counts: module level, inside functions and under ``TYPE_CHECKING``.
 """
 
@@ -16,6 +19,13 @@ import pytest
 import offline_graph
 
 LAYERS = ("data", "env", "rllib", "jobs", "bench", "cli")
+RLLIB = ("core", "env", "offline", "ope", "algorithms", "evaluation")
+MAX_MODULES = 20
+"""A folder holds at most this many modules (``__init__`` not counted)."""
+CROWDED = {"data": 31, "cli": 23}
+"""Folders still over MAX_MODULES, at their present count: a ratchet (they may shrink, not
+grow). ``cli`` shrinks as the experiment programs become one runner; ``data`` (the pure core)
+has not been split yet (issue 39's note)."""
 ROOT = pathlib.Path(offline_graph.__file__).parent
 
 
@@ -93,13 +103,21 @@ def layer(module: str) -> int | None:
     return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else None
 
 
+def rllib_floor(module: str) -> int | None:
+    """The sub-package of ``offline_graph.rllib`` that ``module`` is in (its index in RLLIB)."""
+    parts = module.split(".")
+    return RLLIB.index(parts[2]) if len(parts) > 2 and parts[1] == "rllib" and parts[2] in RLLIB else None
+
+
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    return [
-        f"{a} -> {b}"
-        for a, targets in graph.items()
-        for b in sorted(targets)
-        if layer(a) is not None and layer(b) is not None and layer(b) > layer(a)  # type: ignore[operator]
-    ]
+    up = []
+    for a, targets in graph.items():
+        for b in sorted(targets):
+            for rank in (layer, rllib_floor):
+                ra, rb = rank(a), rank(b)
+                if ra is not None and rb is not None and rb > ra:
+                    up.append(f"{a} -> {b}")
+    return up
 
 
 def test_offline_graph_has_no_import_cycle() -> None:
@@ -113,6 +131,19 @@ def test_layers_only_import_downward() -> None:
 def test_every_subpackage_is_a_named_layer() -> None:
     subpackages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
     assert subpackages == set(LAYERS)
+    rllib = ROOT / "rllib"
+    assert {p.name for p in rllib.iterdir() if (p / "__init__.py").exists()} == set(RLLIB)
+    assert sorted(p.name for p in rllib.glob("*.py")) == ["__init__.py"]  # every module in a room
+
+
+def test_no_folder_has_more_than_20_modules_but_the_known_ones() -> None:
+    crowded = {
+        str(d.relative_to(ROOT)): n
+        for d in [ROOT, *(p for p in ROOT.rglob("*") if (p / "__init__.py").exists())]
+        if (n := len([f for f in d.glob("*.py") if f.name != "__init__.py"])) > MAX_MODULES
+    }
+    assert all(n <= CROWDED.get(d, MAX_MODULES) for d, n in crowded.items()), crowded
+    assert set(crowded) <= set(CROWDED), crowded
 
 
 @pytest.fixture()

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from offline_graph.data.codec import decode_state
-from offline_graph.rllib.episodes import encode_episode
+from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.data.errors import DecodeError, FormatVersionError
 from offline_graph.data.format import read_file_metadata
 from offline_graph.data.graph import dict_to_graph, graph_to_dict

@@ -12,10 +12,10 @@ import ray
 
 from offline_graph.jobs.conversion import REPORT_NAME
 from offline_graph.jobs.convert import ConvertConfig, ConvertEpisodes, convert
-from offline_graph.rllib.episodes import encode_episode
+from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.data.format import read_file_metadata
 from offline_graph.data.reader import read_episodes
-from offline_graph.rllib.collate_fn import GraphCollateFn
+from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 from offline_graph.data.transitions import Transitions
 from offline_graph.data.validation import EpisodeSpec
 from tests.helpers import write_episode_file

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from offline_graph.data.validation import EpisodeSpec
-from offline_graph.rllib.episodes import encode_episode
+from offline_graph.rllib.offline.episodes import encode_episode
 from tests.helpers import write_episode_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_ray]  # its workers must see OMP_NUM_THREADS

@@ -30,7 +30,7 @@ from offline_graph.data.fast_episode import fast_block, fast_episode
 from offline_graph.data.reader import ReadStats, read_transitions
 from offline_graph.data.transitions import Transitions, transition_schema
 from offline_graph.data.validation import EpisodeSpec, validate_episode
-from offline_graph.rllib.reading import choose_reading
+from offline_graph.rllib.offline.reading import choose_reading
 from tests.encodings import (
     GAMMA,
     GRAPH_INSTANCE_VARIANTS,

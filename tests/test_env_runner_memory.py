@@ -14,8 +14,8 @@ import torch
 import offline_graph
 from offline_graph.cli import record
 from offline_graph.data.graph import space_sizes
-from offline_graph.rllib.env_runner import GraphEnvRunner
-from offline_graph.rllib.stepwise import StepStates
+from offline_graph.rllib.env.env_runner import GraphEnvRunner
+from offline_graph.rllib.core.stepwise import StepStates
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def logits_of(module, obs, edge_dim, state):
     """One stepwise forward of ``obs`` with ``state`` (None: the initial state)."""
     from ray.rllib.core.columns import Columns
 
-    from offline_graph.rllib.acting import obs_batch
+    from offline_graph.rllib.evaluation.acting import obs_batch
 
     states = StepStates(module)
     states.reset(0)

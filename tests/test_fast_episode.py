@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offline_graph.data.codec import decode_state
-from offline_graph.rllib.episodes import encode_episode
+from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.data.fast_episode import fast_episode
 from offline_graph.data.validation import EpisodeSpec, validate_episode
 

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 from tests.helpers import deadline
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_ray]  # conftest.py stops the shared Ray first
@@ -267,7 +267,7 @@ def test_same_data_same_conversion_bytes(shared_cluster, expert_data, tmp_path):
 def test_same_seed_same_first_batch(expert_data):
     import torch
 
-    from offline_graph.rllib.collate_fn import GraphCollateFn
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 
     data, _ = expert_data
     first_file = sorted(os.path.join(data, f) for f in os.listdir(data))[0]

@@ -21,9 +21,9 @@ from offline_graph.data.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.logged import load_logged
 from offline_graph.data.reader import spec_from_spaces
-from offline_graph.rllib.episodes import encode_episode
-from offline_graph.rllib.fqe import FQESettings, fit_fqe
-from offline_graph.rllib.ope_policy import target_choices
+from offline_graph.rllib.offline.episodes import encode_episode
+from offline_graph.rllib.ope.fqe import FQESettings, fit_fqe
+from offline_graph.rllib.ope.ope_policy import target_choices
 from tests.helpers import make_graph, write_episode_file
 from tests.test_ope import SPACE, fixed
 

@@ -1,5 +1,5 @@
 """FQE's Q heads for node / edge choices read the legal choices of their graph
-(:func:`offline_graph.rllib.critic.legal_pool`): the value of a choice can depend on the others
+(:func:`offline_graph.rllib.core.critic.legal_pool`): the value of a choice can depend on the others
 allowed, e.g. "the allowed node of largest value" (Team-v0's pick module). Without that context
 a node's score sees only its own embedding and the whole graph's, not which nodes are allowed."""
 
@@ -13,8 +13,8 @@ import torch
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 import offline_graph
-from offline_graph.rllib.critic import legal_pool
-from offline_graph.rllib.gnn_layers import GraphEncoding
+from offline_graph.rllib.core.critic import legal_pool
+from offline_graph.rllib.core.gnn_layers import GraphEncoding
 from tests.ope_outside2_data import outside, write
 
 OBS = offline_graph.graph_space(2)

@@ -9,7 +9,7 @@ from gymnasium.spaces import Box, Discrete, Graph
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from offline_graph.rllib.gnn_module import GNNModule
+from offline_graph.rllib.core.gnn_module import GNNModule
 
 F, D, K = 3, 2, 4
 CONVS = ["gcn", "sage", "gin", "gine"]

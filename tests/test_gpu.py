@@ -10,7 +10,7 @@ from offline_graph import GNNModule
 from offline_graph.data.columns import GraphColumns
 from offline_graph.env import GraphEnv
 from offline_graph.data.graph import graph_to_dict
-from offline_graph.rllib.collate_fn import GraphCollateFn
+from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 from offline_graph.data.transitions import Transitions
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

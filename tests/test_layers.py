@@ -72,3 +72,36 @@ def test_unknown_name_on_an_old_path_says_where_it_moved() -> None:
         )
     else:
         raise AssertionError("no AttributeError")
+
+
+def test_rllib_module_paths_from_before_the_sub_packages_still_work() -> None:
+    """Issue 39: ``offline_graph.rllib.<module>`` (47 flat modules) -> ``rllib.<room>.<module>``.
+    The old flat path, an old submodule of ``reading``, a name on an old module whose path is now
+    a sub-package (``rllib.evaluation``, ``rllib.ope``, ``rllib.algorithms``) and a pickled
+    class under its old path all give the new object, each with one DeprecationWarning."""
+    from offline_graph.rllib.algorithms.offline_algorithms import GraphBC
+    from offline_graph.rllib.core.gnn_module import GNNModule
+    from offline_graph.rllib.core.settings import GraphSettings
+    from offline_graph.rllib.evaluation.evaluate import greedy_actions
+    from offline_graph.rllib.offline.reading.base import Reading
+    from offline_graph.rllib.ope.estimate import estimate_value
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from offline_graph.rllib.algorithms import GraphBC as old_bc  # type: ignore[attr-defined]
+        from offline_graph.rllib.evaluation import greedy_actions as old_greedy  # type: ignore[attr-defined]
+        from offline_graph.rllib.gnn_module import GNNModule as old_module  # type: ignore[import-not-found]
+        from offline_graph.rllib.ope import estimate_value as old_estimate  # type: ignore[attr-defined]
+        from offline_graph.rllib.reading.base import Reading as old_reading  # type: ignore[import-not-found]
+
+        blob = pickle.dumps(GraphSettings, protocol=0).replace(
+            b"offline_graph.rllib.core.settings", b"offline_graph.rllib.settings"
+        )
+        unpickled = pickle.loads(blob)
+    assert (old_bc, old_greedy, old_module, old_estimate, old_reading, unpickled) == (
+        GraphBC, greedy_actions, GNNModule, estimate_value, Reading, GraphSettings,
+    )  # fmt: skip
+    assert [w.category for w in caught] == [DeprecationWarning] * 6
+    assert "offline_graph.rllib.gnn_module.GNNModule moved to offline_graph.rllib.core.gnn_module" in str(
+        caught[2].message
+    )

@@ -1,4 +1,4 @@
-"""Multi-agent evaluation (offline_graph.rllib.ma_evaluation) on a tiny deterministic env.
+"""Multi-agent evaluation (offline_graph.rllib.evaluation.ma_evaluation) on a tiny deterministic env.
 
 TinyEnv: agents a_0 (2 steps), a_1 (1 step): Discrete(3), F=2, no edge features; reward
 {0: 1, 1: 2, 2: 0 with info illegal_action}. Agent b_0 (3 steps): NodeAction(5) on a 4-node
@@ -18,9 +18,9 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.spaces import NodeAction
 from offline_graph.jobs.recording import episode_seeds
-from offline_graph.rllib import evaluation
-from offline_graph.rllib.acting import normalized_score
-from offline_graph.rllib.ma_evaluation import (
+from offline_graph.rllib.evaluation import evaluate as evaluation
+from offline_graph.rllib.evaluation.acting import normalized_score
+from offline_graph.rllib.evaluation.ma_evaluation import (
     EpisodeRef,
     _mapper,
     evaluate_multi_agent_module,
@@ -204,8 +204,8 @@ def test_team_env_with_gnn_modules(tmp_path, capsys):
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from offline_graph.cli import evaluate as evaluate_cli
-    from offline_graph.rllib.evaluation import MODULE_SUBDIR
-    from offline_graph.rllib.gnn_module import GNNModule
+    from offline_graph.rllib.evaluation.evaluate import MODULE_SUBDIR
+    from offline_graph.rllib.core.gnn_module import GNNModule
 
     env = team.TeamEnv()
     torch.manual_seed(0)

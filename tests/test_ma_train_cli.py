@@ -79,7 +79,11 @@ def test_train_then_evaluate_per_module(ray_session, team_data, tmp_path, capsys
     its per-module return (per episode the sum over the module's agents) agrees within noise
     with the same modules played by evaluate_multi_agent_module on other seeded episodes."""
     from offline_graph.env.team import TeamEnv
-    from offline_graph.rllib.ma_evaluation import env_mapping, evaluate_multi_agent_module, restore_modules
+    from offline_graph.rllib.evaluation.ma_evaluation import (
+        env_mapping,
+        evaluate_multi_agent_module,
+        restore_modules,
+    )
 
     ckpt = tmp_path / "run"
     args = ["--multi-agent", "--algo", "marwil", "--data", team_data, "--checkpoint", str(ckpt)]

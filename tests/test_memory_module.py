@@ -1,4 +1,4 @@
-"""GNNModule memory over time: frame stacking, graph GRU, node GRU (offline_graph.rllib.memory).
+"""GNNModule memory over time: frame stacking, graph GRU, node GRU (offline_graph.rllib.core.memory).
 
 Hand-built run batches (prev / seq_pos / node_prev / target) and step-by-step inference with
 STATE_IN / STATE_OUT threaded by hand must compute the same function of a run's graphs.
@@ -15,7 +15,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.space_text import graph_space
 from offline_graph.data.spaces import NodeAction
-from offline_graph.rllib.gnn_module import GNNModule
+from offline_graph.rllib.core.gnn_module import GNNModule
 
 F, D, K, H = 3, 2, 4, 8
 KINDS = [{"frame_stack": 3}, {"memory": "gru"}, {"memory": "node_gru"}]

@@ -13,8 +13,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 import offline_graph
 from offline_graph.env.recall import RecallEnv
 from offline_graph.jobs.recording import plan_jobs, record
-from offline_graph.rllib.collate_fn import GraphCollateFn
-from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+from offline_graph.rllib.offline.collate_fn import GraphCollateFn
+from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 
 
 @pytest.fixture(scope="module")

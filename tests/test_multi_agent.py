@@ -21,8 +21,8 @@ from offline_graph.data.format import parse_metadata
 from offline_graph.data.multi_agent import decode_multi_agent, unpack
 from offline_graph.data.space_text import graph_space
 from offline_graph.data.spaces import NodeAction
-from offline_graph.rllib.collate_fn import GraphCollateFn
-from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+from offline_graph.rllib.offline.collate_fn import GraphCollateFn
+from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 
 OBS = {"a": graph_space(3, 2), 7: graph_space(5, None)}
 ACT = {"a": gym.spaces.Discrete(2), 7: NodeAction(8)}
@@ -305,7 +305,7 @@ def test_converted_rows_give_joint_rows_with_the_mapping_applied_at_read_time(ra
 def test_multi_agent_config_with_env_evaluation_gets_graph_runner(ray_session, data_dir) -> None:
     from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 
-    from offline_graph.rllib.ma_env_runner import GraphMultiAgentEnvRunner
+    from offline_graph.rllib.env.ma_env_runner import GraphMultiAgentEnvRunner
 
     def config(runner: type | None = None) -> BCConfig:
         spec = MultiRLModuleSpec(

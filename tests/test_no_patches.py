@@ -28,7 +28,7 @@ RLLIB_MODULES = [
     "ray.rllib.core.learner.learner",
     "ray.rllib.core.learner.learner_group",
     "ray.rllib.utils.checkpoints",
-    # what GraphEnvRunner (offline_graph/rllib/env_runner.py) builds on
+    # what GraphEnvRunner (offline_graph/rllib/env/env_runner.py) builds on
     "ray.rllib.env.env_runner",
     "ray.rllib.env.single_agent_env_runner",
     "ray.rllib.env.single_agent_episode",
@@ -97,10 +97,10 @@ def test_importing_offline_graph_changes_no_rllib_attribute() -> None:
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     # Every module under offline_graph was imported, the RLlib glue among them.
     for name in (
-        "offline_graph.rllib.algorithms",
-        "offline_graph.rllib.configure",
-        "offline_graph.rllib.prelearner",
-        "offline_graph.rllib.evaluation",
+        "offline_graph.rllib.algorithms.offline_algorithms",
+        "offline_graph.rllib.algorithms.configure",
+        "offline_graph.rllib.offline.prelearner",
+        "offline_graph.rllib.evaluation.evaluate",
         "offline_graph.cli.train",
         "offline_graph.jobs.convert",
         "offline_graph.env",

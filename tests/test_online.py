@@ -26,9 +26,9 @@ import offline_graph
 from offline_graph import ConfigError, GNNModule
 from offline_graph.data.collate import collate
 from offline_graph.data.columns import GraphColumns
-from offline_graph.rllib.graph_minibatch import GraphMiniBatchIterator, select_graphs
-from offline_graph.rllib.online import configure_online, load_module_weights
-from offline_graph.rllib.ppo_learner import GraphPPOTorchLearner
+from offline_graph.rllib.core.graph_minibatch import GraphMiniBatchIterator, select_graphs
+from offline_graph.rllib.algorithms.online import configure_online, load_module_weights
+from offline_graph.rllib.algorithms.ppo_learner import GraphPPOTorchLearner
 from tests.helpers import make_graph
 
 F, D = 3, 2
@@ -180,8 +180,8 @@ def test_ppo_trains_gnn_module_on_graph_env_with_two_env_runners(ray_session):
 
 
 def test_selection_dist_inputs_are_padded_then_trimmed_per_minibatch():
-    from offline_graph.rllib.graph_minibatch import select_transitions
-    from offline_graph.rllib.ppo_learner import pad_choices
+    from offline_graph.rllib.core.graph_minibatch import select_transitions
+    from offline_graph.rllib.algorithms.ppo_learner import pad_choices
 
     low = np.finfo(np.float32).min
     padded = pad_choices({("a",): [np.zeros(3), np.zeros(1)], ("b",): [np.zeros(2)]})
@@ -263,7 +263,7 @@ def test_finetune_cli_arguments(tmp_path):
 
 def test_configure_is_the_one_entry_point_for_ppo_too():
     import offline_graph
-    from offline_graph.rllib.env_runner import GraphEnvRunner
+    from offline_graph.rllib.env.env_runner import GraphEnvRunner
 
     config = offline_graph.configure(PPOConfig().environment("offline_graph/Graph-v0"))
     assert config.learner_class is GraphPPOTorchLearner

@@ -22,8 +22,8 @@ from offline_graph import estimate_value
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.space_text import graph_space
 from offline_graph.data.spaces import NodeAction
-from offline_graph.rllib.episodes import encode_episode
-from offline_graph.rllib.gnn_module import GNNModule
+from offline_graph.rllib.offline.episodes import encode_episode
+from offline_graph.rllib.core.gnn_module import GNNModule
 from tests.helpers import make_graph, write_episode_file
 
 GAMMA = 0.5
@@ -160,7 +160,7 @@ def test_fqe_interval_without_logp_is_the_heads_and_with_logp_holds_dr(tmp_path)
 
 
 def test_hold_dr_by_hand() -> None:
-    from offline_graph.rllib.ope import _hold_dr
+    from offline_graph.rllib.ope.estimate import _hold_dr
 
     fqe = {"value": 1.0, "ci_low": 0.8, "ci_high": 1.2}
     assert _hold_dr(fqe, {"ci_low": 1.5, "ci_high": 2.0}, warn=True)[0].startswith("fqe: the estimate 1 ")
@@ -176,7 +176,7 @@ def test_hold_dr_by_hand() -> None:
 def test_node_action_target_probabilities_and_fqe_shapes(tmp_path) -> None:
     from offline_graph.data.logged import load_logged
     from offline_graph.data.reader import spec_from_spaces
-    from offline_graph.rllib.ope_policy import target_choices
+    from offline_graph.rllib.ope.ope_policy import target_choices
 
     space = graph_space(2, None)
     spec = RLModuleSpec(module_class=GNNModule, observation_space=space, action_space=NodeAction(8))
@@ -235,7 +235,7 @@ def test_bad_arguments(data) -> None:
 
 
 def test_cli_evaluate_data_prints_the_estimate(data, tmp_path) -> None:
-    from offline_graph.rllib.checkpoints import MODULE_SUBDIR
+    from offline_graph.rllib.evaluation.checkpoints import MODULE_SUBDIR
     from tests.helpers import run_cli
 
     path, _ = data

@@ -12,7 +12,7 @@ from offline_graph.data.columns import GraphColumns
 from offline_graph.data.graph import graph_to_dict
 from offline_graph.env.making import make_env
 from offline_graph.env.next_hop import next_hop_expert
-from offline_graph.rllib.ope_policy import target_choices
+from offline_graph.rllib.ope.ope_policy import target_choices
 
 
 def test_true_value_by_hand() -> None:

@@ -16,7 +16,7 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 import offline_graph
 from offline_graph.data.format import write_episode_file
-from offline_graph.rllib.episodes import multi_agent_state
+from offline_graph.rllib.offline.episodes import multi_agent_state
 from tests.ope_outside2_data import ACT2, OBS1, edgeless, outside, sizes
 
 MU, PI = {1: 0.5, 2: 0.4, 3: 0.6}, {1: 0.2, 2: 0.7, 3: 0.5}  # P(action 1 | n nodes)

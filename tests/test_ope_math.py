@@ -100,7 +100,7 @@ def test_widen_interval_adds_the_model_spread_by_hand() -> None:
 
 
 def test_fqe_settles_when_the_estimate_stops_moving() -> None:
-    from offline_graph.rllib.fqe import MIN_ITERATIONS, PLATEAU_WINDOW, settled
+    from offline_graph.rllib.ope.fqe import MIN_ITERATIONS, PLATEAU_WINDOW, settled
 
     growing = [float(k) for k in range(40)]  # +1 per iteration: never settled
     assert not settled(growing)

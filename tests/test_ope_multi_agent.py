@@ -185,7 +185,7 @@ def test_cli_evaluate_data_estimates_every_module(ma_data, tmp_path, capsys) -> 
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from offline_graph.cli import evaluate as evaluate_cli
-    from offline_graph.rllib.checkpoints import MODULE_SUBDIR
+    from offline_graph.rllib.evaluation.checkpoints import MODULE_SUBDIR
 
     path, _ = ma_data
     spaces = {"m": (SPACE, gym.spaces.Discrete(2)), "other": (OTHER, gym.spaces.Discrete(3))}

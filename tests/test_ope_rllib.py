@@ -14,8 +14,8 @@ import offline_graph
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.logged import held_out_episodes, load_logged
 from offline_graph.data.reader import spec_from_spaces
-from offline_graph.rllib.gnn_module import GNNModule
-from offline_graph.rllib.ope_runner import GraphOPERunner, late_offline_evaluation
+from offline_graph.rllib.core.gnn_module import GNNModule
+from offline_graph.rllib.ope.ope_runner import GraphOPERunner, late_offline_evaluation
 from tests.test_ope import SPACE, logged_episodes
 
 ACT = gym.spaces.Discrete(2)

@@ -220,7 +220,7 @@ def test_convert_and_train_outside_episodes_without_flags(ray_session, outside, 
     from offline_graph.cli import train as train_cli
     from offline_graph.data.collate import collate
     from offline_graph.data.columns import GraphColumns
-    from offline_graph.rllib.evaluation import restore_module
+    from offline_graph.rllib.evaluation.evaluate import restore_module
 
     rows = str(tmp_path / "rows")
     assert convert_cli.main(["--input", outside, "--output", rows]) == 0

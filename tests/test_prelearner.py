@@ -11,7 +11,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 import offline_graph
 from offline_graph import ConfigError, GNNModule, GraphOfflinePreLearner, GraphValidationError
-from offline_graph.rllib.episodes import encode_episode
+from offline_graph.rllib.offline.episodes import encode_episode
 
 F, D, K = 3, 1, 2
 OBS_SPACE = gym.spaces.Graph(
@@ -198,7 +198,7 @@ def test_second_epoch_is_not_a_duplicate_but_a_changed_episode_is(tmp_path):
 def test_graph_algorithm_build_names_every_missing_setting(tmp_path):
     """GraphBC's setup runs the config check before RLlib sets anything up (no Ray needed)."""
     from offline_graph import GraphBC
-    from offline_graph.rllib.checks import graph_config_problems
+    from offline_graph.rllib.offline.checks import graph_config_problems
 
     # algo_class GraphBC without configure (dataset_num_iters_per_learner=1: RLlib's own
     # validate() lets it pass, ours does not).

@@ -17,8 +17,8 @@ def test_every_public_name_resolves_to_its_home() -> None:
         assert getattr(offline_graph, name) is getattr(home, name), name
         assert name in dir(offline_graph)
     from offline_graph.data.errors import ConfigError
-    from offline_graph.rllib.algorithms import GraphBC
-    from offline_graph.rllib.value_algorithms import GraphIQL
+    from offline_graph.rllib.algorithms.offline_algorithms import GraphBC
+    from offline_graph.rllib.algorithms.value_algorithms import GraphIQL
 
     assert offline_graph.ConfigError is ConfigError and offline_graph.GraphBC is GraphBC
     assert offline_graph.GraphIQL is GraphIQL

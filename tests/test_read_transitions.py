@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from offline_graph.data.columns import GraphColumns, counts_to_ptr
 from offline_graph.data.codec import decode_state
-from offline_graph.rllib.episodes import encode_episode
+from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.data.errors import OfflineGraphError
 from offline_graph.data.fast_episode import fast_block
 from offline_graph.data.files import scan_files

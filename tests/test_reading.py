@@ -1,4 +1,4 @@
-"""The prelearner's reading strategies (offline_graph.rllib.reading), each on its own: which one
+"""The prelearner's reading strategies (offline_graph.rllib.offline.reading), each on its own: which one
 a config gets, what one call reads, accounts and emits."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from offline_graph import GNNModule, GraphValidationError
 from offline_graph.data.reader import spec_from_spaces
-from offline_graph.rllib.reading import (
+from offline_graph.rllib.offline.reading import (
     EpisodeTransitions,
     MemoryRuns,
     MultiAgentJointRows,
     RowTransitions,
     choose_reading,
 )
-from offline_graph.rllib.settings import GraphSettings
+from offline_graph.rllib.core.settings import GraphSettings
 from tests.helpers import make_episode_item, two_episode_transitions, write_episode_file
 
 F, D, K = 3, 2, 4

@@ -6,7 +6,7 @@ import pytest
 from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.bc import BCConfig
 
-from offline_graph.rllib.resources import apply_plan, map_actor_limit, plan_resources
+from offline_graph.rllib.offline.resources import apply_plan, map_actor_limit, plan_resources
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_small_plan_local_learner_shares_the_trial_quarter_cpu():
 
 
 def test_max_concurrent_trials_leaves_the_read_cpu():
-    from offline_graph.rllib.resources import max_concurrent_trials, trial_cpus
+    from offline_graph.rllib.offline.resources import max_concurrent_trials, trial_cpus
 
     cfg = BCConfig().learners(num_learners=0)
     cfg.offline_data(map_batches_kwargs=apply_plan(cfg, plan_resources(2, 0)))
@@ -126,9 +126,9 @@ def test_max_concurrent_trials_leaves_the_read_cpu():
 def test_max_concurrent_trials_counts_remote_offline_evaluation_runners():
     """RLlib puts num_offline_eval_runners x num_cpus_per_offline_eval_runner in each trial's
     bundle; counting them keeps the read CPU whole (2 trials x 0.75 on 2 CPUs left 0.5)."""
-    from offline_graph.rllib.env_setup import offline_runners, remote_runner_cpus
-    from offline_graph.rllib.ope_runner import share_small_machine
-    from offline_graph.rllib.resources import max_concurrent_trials, trial_cpus
+    from offline_graph.rllib.env.env_setup import offline_runners, remote_runner_cpus
+    from offline_graph.rllib.ope.ope_runner import share_small_machine
+    from offline_graph.rllib.offline.resources import max_concurrent_trials, trial_cpus
 
     cfg = BCConfig().learners(num_learners=0)
     cfg.evaluation(offline_evaluation_interval=1, num_offline_eval_runners=1)

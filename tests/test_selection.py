@@ -15,9 +15,9 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from offline_graph import EdgeAction, GraphValidationError, NodeAction, collate
 from offline_graph.data.columns import GraphColumns
-from offline_graph.rllib.episodes import encode_episode
-from offline_graph.rllib.gnn_module import GNNModule
-from offline_graph.rllib.selection import (
+from offline_graph.rllib.offline.episodes import encode_episode
+from offline_graph.rllib.core.gnn_module import GNNModule
+from offline_graph.rllib.core.selection import (
     TorchChoiceCategorical,
     dense_choices,
     segment_log_softmax,
@@ -252,7 +252,7 @@ def test_too_many_nodes_for_the_space(tmp_path):
 
 
 def test_mask_travels_unpadded_to_the_learner_batch(tmp_path):
-    from offline_graph.rllib.collate_fn import GraphCollateFn
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 
     rows = [selection_episode("g0", **GOOD)]
     path = write_episode_file(tmp_path / "rows.parquet", rows)

@@ -163,7 +163,7 @@ def test_selection_trains_acts_and_restores(ray_session, data, tmp_path, level, 
     on 2 DDP learners (a different [B, M] layout on each, bit-identical weights after the
     updates): the NodeAction module "num" of tests/test_multi_agent.py."""
     from offline_graph import EdgeAction, NodeAction
-    from offline_graph.rllib.evaluation import greedy_actions, is_legal, restore_module
+    from offline_graph.rllib.evaluation.evaluate import greedy_actions, is_legal, restore_module
 
     config, env = make_config(level, 0, data[level], algo=algo_name)
     algo = config.build_algo()

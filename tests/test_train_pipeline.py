@@ -102,7 +102,7 @@ def test_train_counts_sync_and_checkpoint(ray_session, expert_data, tmp_path, al
     DDP run covers BC's path and MARWIL's value head (vf_loss) on the same learner group, and
     GraphBC / GraphMARWIL share every override. Over 20 s for MARWIL: its 2 remote learner
     actors (~15 s on a 2-CPU machine)."""
-    from offline_graph.rllib.evaluation import greedy_actions, restore_module
+    from offline_graph.rllib.evaluation.evaluate import greedy_actions, restore_module
 
     algo = make_config(algo_name, num_learners, expert_data).build_algo()
     try:
@@ -184,7 +184,7 @@ def test_cli_refuses_beta_for_bc(expert_data, tmp_path, capsys):
 
 def test_evaluation_baselines_and_lockstep():
     """Seeds match recording; lockstep width does not change results; score formula."""
-    from offline_graph.rllib.evaluation import evaluate_module, evaluate_policy, normalized_score
+    from offline_graph.rllib.evaluation.evaluate import evaluate_module, evaluate_policy, normalized_score
     from offline_graph.jobs.recording import RecordJob, record_file
 
     exp = evaluate_policy("expert", episodes=4, seed=3)

@@ -15,7 +15,7 @@ from offline_graph.cli.train_config import Config
 from offline_graph.cli.train_resume import identity, resume_point, save_progress
 from offline_graph.cli.train_select import resumed_estimates
 from offline_graph.data.errors import ConfigError
-from offline_graph.rllib.checkpoint_selection import CheckpointSelector
+from offline_graph.rllib.evaluation.checkpoint_selection import CheckpointSelector
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXED = str(ROOT / "sample_data" / "mixed")  # 300 episodes of the eps-0.5 expert, no action_logp
@@ -64,7 +64,7 @@ def check_selection(ckpt: Path, its: list[int], out: str) -> dict:
 
 @pytest.mark.slow
 def test_select_by_wis_keeps_the_best_estimate_across_a_resume(ray_session, tmp_path, monkeypatch, capsys):
-    from offline_graph.rllib.algorithms import GraphBC
+    from offline_graph.rllib.algorithms.offline_algorithms import GraphBC
 
     ckpt = tmp_path / "run"
     argv = [*ARGS, "--iterations", "3", "--select-by", "wis", "--select-explore", "--checkpoint", str(ckpt)]
@@ -112,7 +112,7 @@ def test_selector_keeps_the_earlier_of_equal_estimates_and_restores_it(ray_sessi
 
     from offline_graph.cli.train_config import build_config
     from offline_graph.env.making import make_env
-    from offline_graph.rllib.ope_runner import evaluation_episodes
+    from offline_graph.rllib.ope.ope_runner import evaluation_episodes
 
     env = make_env("offline_graph/Graph-v0")
     spaces = (env.observation_space, env.action_space)

@@ -6,7 +6,7 @@ import pytest
 
 from offline_graph.data.codec import decode_state
 from offline_graph.data.errors import SchemaError
-from offline_graph.rllib.episodes import encode_episode
+from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.data.transitions import FINAL_COLUMNS, Transitions, table_to_batch, transition_schema
 from offline_graph.data.validation import EpisodeSpec, validate_episode
 

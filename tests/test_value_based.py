@@ -18,8 +18,8 @@ import offline_graph
 from offline_graph import ConfigError, GNNModule, GraphOfflinePreLearner, NodeAction
 from offline_graph.data.space_text import graph_space
 from offline_graph.env import STITCH_ID
-from offline_graph.rllib.ope_runner import GraphOPERunner
-from offline_graph.rllib.value_algorithms import GraphCQL, GraphIQL
+from offline_graph.rllib.ope.ope_runner import GraphOPERunner
+from offline_graph.rllib.algorithms.value_algorithms import GraphCQL, GraphIQL
 
 OBS = graph_space(7, 1)  # Stitch-v0: 5 flag features + 2 noise features, a constant edge feature
 ACT = NodeAction(20)

@@ -144,8 +144,8 @@ def test_value_runs_from_rows_equal_those_from_episode_files(data) -> None:
     from offline_graph.data.reader import spec_from_spaces
     from offline_graph.data.value_runs import sample_value_runs, value_runs_to_arrow
     from offline_graph.jobs.recording import make_env
-    from offline_graph.rllib.reading import ValueRuns, choose_reading
-    from offline_graph.rllib.settings import GraphSettings
+    from offline_graph.rllib.offline.reading import ValueRuns, choose_reading
+    from offline_graph.rllib.core.settings import GraphSettings
 
     env = make_env(ENV)
     spec = spec_from_spaces(env.observation_space, env.action_space)
@@ -192,8 +192,8 @@ def test_reward_scale_measured_once_the_same_from_rows_and_episode_files(data) -
     from offline_graph.data.holdout import held_out
     from offline_graph.data.reader import read_episodes, spec_from_spaces
     from offline_graph.jobs.recording import make_env
-    from offline_graph.rllib.reading import choose_reading
-    from offline_graph.rllib.settings import GraphSettings, read_settings
+    from offline_graph.rllib.offline.reading import choose_reading
+    from offline_graph.rllib.core.settings import GraphSettings, read_settings
 
     env = make_env(ENV)
     spec = spec_from_spaces(env.observation_space, env.action_space)
@@ -239,7 +239,7 @@ def test_reward_scaling_choices_and_refusals(data) -> None:
     from offline_graph.data.errors import ConfigError
     from offline_graph.data.reader import read_episodes, spec_from_spaces
     from offline_graph.jobs.recording import make_env
-    from offline_graph.rllib.settings import read_settings
+    from offline_graph.rllib.core.settings import read_settings
 
     env = make_env(ENV)
     spec = spec_from_spaces(env.observation_space, env.action_space)

@@ -1,5 +1,5 @@
 """Value runs (offline_graph.data.value_runs): steps plus the graph after them, each graph once;
-and the masked Q helpers of offline_graph.rllib.critic."""
+and the masked Q helpers of offline_graph.rllib.core.critic."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from offline_graph.data.value_runs import (
     sample_value_runs,
     value_runs_to_arrow,
 )
-from offline_graph.rllib.critic import masked_argmax, masked_logsumexp, masked_max, pick
-from offline_graph.rllib.value_learner import cql_losses, expectile_loss, iql_losses
+from offline_graph.rllib.core.critic import masked_argmax, masked_logsumexp, masked_max, pick
+from offline_graph.rllib.algorithms.value_learner import cql_losses, expectile_loss, iql_losses
 from tests.helpers import FixedRows, two_episode_transitions
 
 LOW = torch.finfo(torch.float32).min

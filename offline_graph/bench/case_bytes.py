@@ -29,7 +29,7 @@ def learner_batch_breakdown(table: Any, module_id: str | None = None) -> dict[st
     ``module_id`` defaults to RLlib's ``DEFAULT_MODULE_ID``."""
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from offline_graph.rllib.collate_fn import GraphCollateFn
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 
     module_id = DEFAULT_MODULE_ID if module_id is None else module_id
     out = GraphCollateFn(module_id)(table)

@@ -149,8 +149,8 @@ def case_pipeline(ctx: BenchContext) -> list[Row]:
     from ray.rllib.core import DEFAULT_MODULE_ID
     from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
-    from offline_graph.rllib.collate_fn import GraphCollateFn
-    from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
+    from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 
     data, cfg, B = ctx.data, ctx.cfg, ctx.batch_size
     pool = {"compute": ray.data.ActorPoolStrategy(size=2), "num_cpus": 0.5}
@@ -229,7 +229,7 @@ def case_stream(ctx: BenchContext) -> list[Row]:
     ray = ctx.ray()
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from offline_graph.rllib.collate_fn import GraphCollateFn
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 
     B, actions_key = ctx.batch_size, f"{DEFAULT_MODULE_ID}/actions"
     ours, stock = [], []

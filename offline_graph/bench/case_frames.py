@@ -57,7 +57,7 @@ class Layout:
 
 def _collate_bytes(table: Any) -> tuple[int, int, int]:
     """(tensor bytes, trained transitions, graphs) of the learner batch of ``table``."""
-    from offline_graph.rllib.collate_fn import GraphCollateFn
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 
     out = GraphCollateFn()(table)
     actions = next(v for k, v in out.items() if k.endswith("/actions"))
@@ -67,7 +67,7 @@ def _collate_bytes(table: Any) -> tuple[int, int, int]:
 
 def transitions_layout(trans: Transitions, rng: np.random.Generator, trained: int = TRAINED) -> Layout:
     """k = 1, today's layout: ``trained`` transitions drawn uniformly, one graph each."""
-    from offline_graph.rllib.reading import keep_columns
+    from offline_graph.rllib.offline.reading import keep_columns
 
     sample = trans.take(np.asarray(rng.integers(0, len(trans), size=trained), dtype=np.int64))
     nbytes, b, g = _collate_bytes(sample.to_arrow(columns=keep_columns(sample)))

@@ -22,8 +22,8 @@ def learner_steps(
     from ray.rllib.core.columns import Columns
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from offline_graph.rllib.collate_fn import GraphCollateFn
-    from offline_graph.rllib.gnn_module import GNNModule
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
+    from offline_graph.rllib.core.gnn_module import GNNModule
 
     ray = ctx.ray()
     obs_space, act_space = graph_spaces(ctx.cfg)

@@ -75,7 +75,7 @@ def league_config(n_modules: int, data_dir: str, batch_size: int, ours: bool) ->
     from ray.rllib.algorithms.bc import BCConfig
 
     import offline_graph
-    from offline_graph.rllib.team_config import team_offline_config
+    from offline_graph.rllib.algorithms.team_config import team_offline_config
 
     kinds = {name: TRAINED[i % 2] for i, name in enumerate(module_names(n_modules))}
     config = team_offline_config(BCConfig(), data_dir, kinds, MODEL_CONFIG, TRAINED).training(
@@ -101,8 +101,8 @@ def _row_batches(data_dir: str, per_call: int) -> list[dict[str, Any]]:
 
 
 def _ours_prelearner(config: Any) -> Any:
-    from offline_graph.rllib.offline_data import NO_MODULE_STATE
-    from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+    from offline_graph.rllib.offline.offline_data import NO_MODULE_STATE
+    from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 
     return GraphOfflinePreLearner(
         config=config,
@@ -137,7 +137,7 @@ def league_worker(args_json: str) -> None:
     if role == "learner":
         from ray.rllib.utils import unflatten_dict
 
-        from offline_graph.rllib.collate_fn import GraphCollateFn
+        from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 
         maker = _ours_prelearner(league_config(n, a["data_dir"], a["batch_size"], ours=True))
         table = None

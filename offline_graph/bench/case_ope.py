@@ -64,7 +64,7 @@ def case_ope(ctx: BenchContext) -> list[Row]:
     (module doc)."""
     from offline_graph.bench.ope_protocol import record_logs
     from offline_graph.env.making import make_env
-    from offline_graph.rllib.ope import estimate_value
+    from offline_graph.rllib.ope.estimate import estimate_value
 
     env = make_env(ENV, {})
     episodes = 40 if ctx.quick else 200

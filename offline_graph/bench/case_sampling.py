@@ -1,7 +1,7 @@
 """Bench case ``sampling``: env steps/s of RLlib's EnvRunner on ``offline_graph/Graph-v0``.
 
-Ours: :class:`~offline_graph.rllib.env_runner.GraphEnvRunner` as
-:func:`offline_graph.rllib.online.configure_online` sets it for PPO (graph dicts in the
+Ours: :class:`~offline_graph.rllib.env.env_runner.GraphEnvRunner` as
+:func:`offline_graph.rllib.algorithms.online.configure_online` sets it for PPO (graph dicts in the
 episodes, one PyG batch per step, ``GNNModule``). Stock: RLlib's ``SingleAgentEnvRunner`` on
 the same env padded to a flat ``Box`` (:class:`PaddedGraphEnv`: nodes ``n_max x F``, a node
 mask, edge links, edge features and an edge mask, ``E_max = edges_per_node * n_max``) with
@@ -75,8 +75,8 @@ def case_sampling(ctx: BenchContext) -> list[Row]:
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-    from offline_graph.rllib.env_runner import GraphEnvRunner
-    from offline_graph.rllib.online import configure_online
+    from offline_graph.rllib.env.env_runner import GraphEnvRunner
+    from offline_graph.rllib.algorithms.online import configure_online
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -95,7 +95,7 @@ def bytes_rows(
 def _module(kind: str, spaces: tuple[Any, Any], hidden: int) -> Any:
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from offline_graph.rllib.gnn_module import GNNModule
+    from offline_graph.rllib.core.gnn_module import GNNModule
 
     mc: dict[str, Any] = {"hidden": hidden}
     mc.update({"value_head": True} if kind == "marwil" else {"value_based": kind})
@@ -109,8 +109,8 @@ def _update_fn(kind: str, module: Any, batch: dict[str, Any]) -> Callable[[], No
     import torch
     from ray.rllib.core.columns import Columns
 
-    from offline_graph.rllib.critic import value_train_outputs
-    from offline_graph.rllib.value_learner import cql_losses, iql_losses
+    from offline_graph.rllib.core.critic import value_train_outputs
+    from offline_graph.rllib.algorithms.value_learner import cql_losses, iql_losses
 
     optim = torch.optim.Adam([p for p in module.parameters() if p.requires_grad], lr=1e-4)
 
@@ -135,7 +135,7 @@ def _update_fn(kind: str, module: Any, batch: dict[str, Any]) -> Callable[[], No
 
 def encoder_passes(module: Any, step: Callable[[], None]) -> int:
     """GNN encoder forward calls during one ``step``."""
-    from offline_graph.rllib.gnn_layers import GraphEncoder
+    from offline_graph.rllib.core.gnn_layers import GraphEncoder
 
     calls = [0]
     hooks = [
@@ -164,7 +164,7 @@ def speed_rows(ctx: BenchContext, trans: Transitions, trained: int) -> list[Row]
     from offline_graph.bench.synthetic import graph_spaces
     from offline_graph.data.transitions import table_to_batch
     from offline_graph.data.value_runs import collate_value_runs
-    from offline_graph.rllib.reading import keep_columns
+    from offline_graph.rllib.offline.reading import keep_columns
 
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
@@ -214,7 +214,7 @@ def case_value(ctx: BenchContext) -> list[Row]:
 
 def default_run_bytes(ctx: BenchContext) -> list[Row]:
     """The ``bytes`` case's row: value runs of IQL / CQL's default length against BC's batch."""
-    from offline_graph.rllib.value_configure import DEFAULT_RUN_LENGTH
+    from offline_graph.rllib.algorithms.value_configure import DEFAULT_RUN_LENGTH
 
     trained = 512 if ctx.quick else TRAINED
     trans = bench_transitions(ctx, target=2 * trained)

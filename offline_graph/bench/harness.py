@@ -129,7 +129,7 @@ class BenchContext:
         """Ray, started once on 2 CPUs (quiet Ray Data; full runs start actors before reads)."""
         import ray
 
-        from offline_graph.rllib.ray_session import start_ray
+        from offline_graph.rllib.core.ray_session import start_ray
 
         if not self._ray:
             start_ray(2)
@@ -174,8 +174,8 @@ class BenchContext:
         from ray.rllib.algorithms.bc import BCConfig
         from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-        from offline_graph.rllib.gnn_module import GNNModule
-        from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+        from offline_graph.rllib.core.gnn_module import GNNModule
+        from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 
         obs, act = graph_spaces(self.cfg)
         config = (
@@ -190,7 +190,7 @@ class BenchContext:
         return offline_graph.configure(config)
 
     def ours_prelearner(self, input_: str, episodes: bool = True) -> Any:
-        from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+        from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 
         return GraphOfflinePreLearner(
             config=self.graph_config(input_, episodes), spaces=graph_spaces(self.cfg)

@@ -155,7 +155,7 @@ def evaluate_seed(
 
     ``options`` go to every ``estimate_value`` call (none: its defaults); ``fqe_options``
     (given: ``fqe`` runs on its own, as it does without ``dr``) also to the ``fqe`` one."""
-    from offline_graph.rllib.ope import estimate_value
+    from offline_graph.rllib.ope.estimate import estimate_value
 
     obs_space, act_space = spaces(key)
     behaviour = expert_mixture_module(key, eps_b, obs_space, act_space)
@@ -165,7 +165,7 @@ def evaluate_seed(
     if ":" in key:  # one Team-v0 module: its agents' steps, each agent one logged episode
         from offline_graph.data.logged import load_agents
         from offline_graph.data.reader import spec_from_spaces
-        from offline_graph.rllib.ope import module_route
+        from offline_graph.rllib.ope.estimate import module_route
 
         bc["module_id"] = key.split(":")[1]
         data = load_agents(logs, module_route(spec_from_spaces(obs_space, act_space), None), bc["module_id"])

@@ -131,7 +131,7 @@ def _expert_mixture_class() -> type:
 
     from offline_graph.data.collate import uncollate
     from offline_graph.data.spaces import selection_level
-    from offline_graph.rllib.selection import TorchChoiceCategorical
+    from offline_graph.rllib.core.selection import TorchChoiceCategorical
 
     class ExpertMixture(TorchRLModule):
         """An expert mixture as an RLModule: ``model_config = {"epsilon", "expert"}`` (an
@@ -180,7 +180,7 @@ def expert_mixture_module(key: str, eps: float, observation_space: Any, action_s
 def with_mixture_logp(data: Any, behaviour: Any) -> Logged:
     """The logs ``data`` (single-agent episodes) with ``log mu(a | s)`` of the mixture module
     ``behaviour`` that recorded them (exact, as ``action_logp`` would carry it)."""
-    from offline_graph.rllib.ope_policy import target_choices
+    from offline_graph.rllib.ope.ope_policy import target_choices
 
     logged = load_logged(data, spec_from_spaces(behaviour.observation_space, behaviour.action_space))
     mu = target_choices(behaviour, logged.trans.obs, explore=True).at(logged.trans.actions)

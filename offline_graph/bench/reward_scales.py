@@ -116,7 +116,7 @@ def make_config(algo: str, data: str, seed: int, scaling: str | None = None) -> 
 
 
 def accuracy(module: Any, graphs: list[dict], labels: np.ndarray) -> float:
-    from offline_graph.rllib.acting import greedy_actions
+    from offline_graph.rllib.evaluation.acting import greedy_actions
 
     return float((greedy_actions(module, graphs, None) == labels).mean())
 

@@ -221,7 +221,7 @@ def size_summary(eps: SyntheticEpisodes) -> dict[str, float]:
 def episode_row(obs: Sequence, eps: SyntheticEpisodes, e: int, steps: slice) -> bytes:
     """Episode ``e`` of ``eps`` as one RLlib episode row (``encode_episode`` bytes) with the
     observations ``obs`` (ours: graph dicts; the stock copies: their Box rows)."""
-    from offline_graph.rllib.episodes import encode_episode
+    from offline_graph.rllib.offline.episodes import encode_episode
 
     term = bool(eps.terminated[e])
     return encode_episode(

@@ -73,7 +73,7 @@ def run_conversion(
 ) -> dict[str, Any]:
     """Start Ray if needed, run ``job`` on ``config_class`` settings from ``args`` (and
     ``settings``), print the episode counts; returns the report."""
-    from offline_graph.rllib.ray_session import start_ray
+    from offline_graph.rllib.core.ray_session import start_ray
 
     start_ray()
     report = job(

@@ -5,22 +5,22 @@ Usage::
     offline-graph evaluate --checkpoint runs/bc --episodes 100 --seed 7
 
 Restores the trained RLModule alone, from ``<checkpoint>/learner_group/learner/rl_module/
-<module id>`` with :func:`offline_graph.rllib.evaluation.restore_module` (no Ray cluster, no
+<module id>`` with :func:`offline_graph.rllib.evaluation.evaluate.restore_module` (no Ray cluster, no
 training data needed), and plays ``--episodes`` greedy episodes; the expert and random
 policies play the same seeded episodes, and the normalized score is
 ``100 * (module - random) / (expert - random)``. To resume training instead, rebuild the whole
 algorithm with ``Algorithm.from_checkpoint(DIR)`` (needs Ray and the data; see
-:mod:`offline_graph.rllib.algorithms`).
+:mod:`offline_graph.rllib.algorithms.offline_algorithms`).
 
 The env defaults to the one named in ``<checkpoint>/summary.json`` (written by train); a
 module trained on data without an env needs ``--env`` (no default env is assumed), and the
 env's spaces must be the module's.
 
 For an RLlib ``MultiAgentEnv`` every module of the checkpoint is restored
-(:func:`offline_graph.rllib.ma_evaluation.restore_modules`), agents are mapped to modules by
+(:func:`offline_graph.rllib.evaluation.ma_evaluation.restore_modules`), agents are mapped to modules by
 ``--policy-mapping module:function``, and one line per module (return, normalized score,
 illegal actions) and per agent is printed; ``--policy NAME`` evaluates the env's policy the
-same way (see :mod:`offline_graph.rllib.ma_evaluation`).
+same way (see :mod:`offline_graph.rllib.evaluation.ma_evaluation`).
 
 Without a simulator: ``--data LOGS --method fqe|wis|pdis|dr`` estimates the checkpoint's
 value from logged episodes (:func:`offline_graph.estimate_value`; printed with its bootstrap
@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from offline_graph.data import storage
 from offline_graph.data.errors import ConfigError
-from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
+from offline_graph.rllib.evaluation.evaluate import DEFAULT_EVAL_SEED
 from offline_graph.cli.arguments import arg, config_from, parser_for, run_job
 from offline_graph.cli.checkpoint_info import checkpoint_summary, load_mapping_fn
 from offline_graph.cli.evaluate_offline import check_module_env
@@ -150,7 +150,7 @@ def format_legality(ev: dict[str, Any]) -> str:
 
 def run(cfg: Config) -> dict[str, Any]:
     """Restore the module, evaluate it (and the baselines); returns the results."""
-    from offline_graph.rllib.evaluation import (
+    from offline_graph.rllib.evaluation.evaluate import (
         baseline_scores,
         evaluate_module,
         evaluate_policy,
@@ -181,7 +181,7 @@ def run(cfg: Config) -> dict[str, Any]:
             f"(found neither{trained}). Pass --env ID or module:Class whose spaces match the "
             "module; without an env, train reports offline metrics on held-out episodes."
         )
-    from offline_graph.rllib.ma_evaluation import is_multi_agent
+    from offline_graph.rllib.evaluation.ma_evaluation import is_multi_agent
 
     if is_multi_agent(env_name, cfg.env_config):
         return run_multi_agent(cfg, env_name)
@@ -257,7 +257,7 @@ def format_multi_agent(res: dict[str, Any]) -> str:
 
 def run_multi_agent(cfg: Config, env_name: str) -> dict[str, Any]:
     """:func:`run` for a MultiAgentEnv: every module of the checkpoint (or ``--policy``)."""
-    from offline_graph.rllib import ma_evaluation as ma
+    from offline_graph.rllib.evaluation import ma_evaluation as ma
 
     # The mapping: --policy-mapping, else the one `train --multi-agent` used (summary.json),
     # else for its checkpoints the env's module_of (it recorded the module ids train used).

@@ -41,8 +41,8 @@ def format_estimate(res: dict[str, Any]) -> str:
 
 @contextlib.contextmanager
 def fqe_progress() -> Iterator[None]:
-    """FQE's progress records (:mod:`offline_graph.rllib.fqe`) on stderr while it runs."""
-    log = logging.getLogger("offline_graph.rllib.fqe")
+    """FQE's progress records (:mod:`offline_graph.rllib.ope.fqe`) on stderr while it runs."""
+    log = logging.getLogger("offline_graph.rllib.ope.fqe")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     level, log.level = log.level, logging.INFO
@@ -78,7 +78,7 @@ def check_module_env(module: Any, env_name: str, env_config: dict | None) -> Non
 def _multi_agent(cfg: Any) -> bool:
     """Whether ``cfg.data`` is multi-agent episode files or the checkpoint has several modules."""
     from offline_graph.data.files import scan_files
-    from offline_graph.rllib.checkpoints import MODULE_SUBDIR
+    from offline_graph.rllib.evaluation.checkpoints import MODULE_SUBDIR
 
     root = storage.join(storage.absolute(cfg.checkpoint), MODULE_SUBDIR)
     several = storage.is_dir(root) and len(storage.entries(root)) > 1
@@ -88,8 +88,8 @@ def _multi_agent(cfg: Any) -> bool:
 def _run_modules(cfg: Any, res: dict[str, Any], gamma: float | None, kw: dict[str, Any]) -> dict[str, Any]:
     """:func:`run_offline` per module of multi-agent data (module doc)."""
     from offline_graph.cli.checkpoint_info import checkpoint_summary, load_mapping_fn
-    from offline_graph.rllib.checkpoints import restore_modules
-    from offline_graph.rllib.ope import estimate_value
+    from offline_graph.rllib.evaluation.checkpoints import restore_modules
+    from offline_graph.rllib.ope.estimate import estimate_value
 
     if cfg.env:
         raise ConfigError(
@@ -115,8 +115,8 @@ def _write(cfg: Any, res: dict[str, Any]) -> None:
 def run_offline(cfg: Any) -> dict[str, Any]:
     """Restore the checkpoint's module, estimate its value from ``cfg.data`` (and play it in
     ``cfg.env`` when given); prints and returns the results (``cfg``: evaluate's Config)."""
-    from offline_graph.rllib.evaluation import evaluate_module, restore_module
-    from offline_graph.rllib.ope import estimate_value
+    from offline_graph.rllib.evaluation.evaluate import evaluate_module, restore_module
+    from offline_graph.rllib.ope.estimate import estimate_value
 
     assert cfg.checkpoint is not None and cfg.data is not None  # noqa: S101 (parse_args checks)
     res: dict[str, Any] = {"checkpoint": storage.absolute(cfg.checkpoint), "data": cfg.data}

@@ -17,7 +17,7 @@ The mixed-quality data is recorded into ``<output>/data`` first (``offline-graph
 unless ``--mixed-data`` names existing episode files. Each run is one in-process
 ``offline_graph.cli.train`` run (:func:`offline_graph.cli.train.build_config`, one shared Ray session) whose
 module is evaluated every ``--eval-every`` iterations with
-:func:`offline_graph.rllib.evaluation.evaluate_module` on the same seeded episodes; the normalized
+:func:`offline_graph.rllib.evaluation.evaluate.evaluate_module` on the same seeded episodes; the normalized
 score is ``100 * (module - random) / (expert - random)`` as in ``offline-graph train``.
 
 Written to ``--output``: ``results.json`` (settings, per-run curves, scores, seconds),
@@ -49,7 +49,7 @@ from offline_graph.cli.experiment_report import gaps, markdown, save_curves, wri
 from offline_graph.cli.experiment_run import Row, record_episodes, table_train_config, train_rows
 from offline_graph.cli.train_config import data_metadata, quiet_ray_data
 from offline_graph.data.errors import ConfigError
-from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
+from offline_graph.rllib.evaluation.evaluate import DEFAULT_EVAL_SEED
 
 QUICK: dict[str, Any] = {
     "seeds": 1,
@@ -198,7 +198,7 @@ def mixed_data(cfg: Config) -> tuple[str, str]:
 
 def baselines(cfg: Config, env_name: str) -> dict[str, float]:
     """Mean returns of the expert and random policies on the evaluation episodes."""
-    from offline_graph.rllib.evaluation import baseline_scores
+    from offline_graph.rllib.evaluation.evaluate import baseline_scores
 
     scores = baseline_scores(env_name, cfg.eval_episodes, cfg.eval_seed)
     return {p: float(ev["mean_return"]) for p, ev in scores.items()}

@@ -70,7 +70,7 @@ def record_episodes(
 def train_run(tcfg: train.Config, eval_every: int, base: dict[str, float]) -> dict[str, Any]:
     """Train as ``tcfg`` says (Ray already up), scoring the module every ``eval_every``
     iterations; returns the curve, the final score and the seconds."""
-    from offline_graph.rllib.evaluation import evaluate_module, normalized_score
+    from offline_graph.rllib.evaluation.evaluate import evaluate_module, normalized_score
     from offline_graph.data.files import scan_files
     from offline_graph.jobs.recording import DEFAULT_ENV, make_env
 
@@ -159,7 +159,7 @@ def train_rows(
     one Ray session (started on ``cfg.num_cpus`` unless one runs), a line printed per run;
     returns the rows of results.json."""
     from offline_graph.cli.experiment_report import row_stats
-    from offline_graph.rllib.ray_session import start_ray, stop_ray
+    from offline_graph.rllib.core.ray_session import start_ray, stop_ray
 
     started = start_ray(cfg.num_cpus)
     results: list[dict[str, Any]] = []

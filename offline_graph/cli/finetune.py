@@ -4,11 +4,11 @@ Usage::
 
     offline-graph finetune --checkpoint runs/bc_expert --algo ppo --iterations 20 --save runs/ppo_ft
 
-Restores the trained module (:func:`offline_graph.rllib.evaluation.restore_module`), builds
+Restores the trained module (:func:`offline_graph.rllib.evaluation.evaluate.restore_module`), builds
 RLlib's PPO on the env with the same ``model_config`` through
-:func:`offline_graph.rllib.online.configure_online` (``GraphEnvRunner``, ``GNNModule`` with a
+:func:`offline_graph.rllib.algorithms.online.configure_online` (``GraphEnvRunner``, ``GNNModule`` with a
 value head, ``GraphPPOTorchLearner``), copies the module's weights in
-(:func:`offline_graph.rllib.online.load_module_weights`; the value head starts fresh) and
+(:func:`offline_graph.rllib.algorithms.online.load_module_weights`; the value head starts fresh) and
 trains. The module is evaluated greedily before training and every ``--eval-every``
 iterations on the same seeded episodes as ``offline-graph evaluate``; the normalized score
 uses the expert and random policies on those episodes.
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from offline_graph.cli.arguments import arg, config_from, parser_for, run_job
 from offline_graph.data.errors import ConfigError
-from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
+from offline_graph.rllib.evaluation.evaluate import DEFAULT_EVAL_SEED
 
 
 @dataclass(frozen=True)
@@ -115,14 +115,14 @@ def run(cfg: Config) -> dict[str, Any]:
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from offline_graph.rllib.evaluation import (
+    from offline_graph.rllib.evaluation.evaluate import (
         baseline_scores,
         evaluate_module,
         normalized_score,
         restore_module,
     )
-    from offline_graph.rllib.online import configure_online, load_module_weights
-    from offline_graph.rllib.ray_session import start_ray
+    from offline_graph.rllib.algorithms.online import configure_online, load_module_weights
+    from offline_graph.rllib.core.ray_session import start_ray
 
     env_name = cfg.env or _summary(cfg.checkpoint).get("data", {}).get("env")
     if not env_name:

@@ -36,7 +36,7 @@ from offline_graph.cli.experiment import Row, begin
 from offline_graph.cli.experiment_report import row_stats, write_results
 from offline_graph.cli.experiment_run import record_episodes
 from offline_graph.cli.train_config import quiet_ray_data
-from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
+from offline_graph.rllib.evaluation.evaluate import DEFAULT_EVAL_SEED
 
 ENV = "offline_graph/Team-v0"
 ROWS = (
@@ -148,7 +148,7 @@ def build_config(row: Row, data: str, seed: int, s: Config) -> Any:
     from ray.rllib.algorithms.marwil import MARWILConfig
 
     import offline_graph
-    from offline_graph.rllib.team_config import team_offline_config
+    from offline_graph.rllib.algorithms.team_config import team_offline_config
 
     marwil: dict[str, Any] = (
         {"beta": row.beta, "gamma": s.gamma, "moving_average_sqd_adv_norm_update_rate": s.adv_norm_rate}
@@ -171,7 +171,7 @@ def train_run(row: Row, data: str, seed: int, s: Config, progress: Callable[[str
     of results.json. ``progress`` gets a line per iteration."""
     from offline_graph.env.team import TeamEnv
     from offline_graph.env.team_policies import team_policy_mapping_fn
-    from offline_graph.rllib.ma_evaluation import evaluate_multi_agent_module
+    from offline_graph.rllib.evaluation.ma_evaluation import evaluate_multi_agent_module
 
     t0 = time.perf_counter()
     algo = build_config(row, data, seed, s).build_algo()
@@ -283,7 +283,7 @@ def markdown(result: dict[str, Any], rows: list[Row]) -> str:
 # --------------------------------------------------------------------------- main
 def run(cfg: Config) -> dict[str, Any]:
     """The whole table as ``cfg`` says; returns what results.json holds."""
-    from offline_graph.rllib.ray_session import start_ray, stop_ray
+    from offline_graph.rllib.core.ray_session import start_ray, stop_ray
 
     t0 = begin(cfg)
     rows = rows_of(cfg)

@@ -12,7 +12,7 @@ Modules and their spaces (:func:`plan_modules`, from the first decodable episode
 * agent -> module: ``--policy-mapping module:function`` (RLlib's ``policy_mapping_fn(agent_id,
   episode)``), else the module id recorded with each agent (``offline-graph record`` records
   the env's ``module_of(agent_id)``), else ``default_policy``; the prelearner maps every row
-  the same way (:mod:`offline_graph.rllib.multi_agent`);
+  the same way (:mod:`offline_graph.rllib.offline.multi_agent`);
 * a module's spaces: those of its agents (the metadata's ``agent_spaces``, else inferred per
   agent id; all of a module's agents must agree), or ``--module-spaces``;
 * ``--modules a,b`` names the modules to build (default: every module the agents map to);
@@ -23,11 +23,11 @@ Written to ``--checkpoint DIR``: the RLlib checkpoint (every module under
 trained module and ``summary.json`` (per module: agents, spaces, loss history, evaluation;
 the data report). With an env (``--env`` or the one recorded) every module plays
 ``--eval-episodes`` greedy episodes with the env's expert and random policies on the same
-seeds (:func:`offline_graph.rllib.ma_evaluation.evaluate_multi_agent_module`); the normalized
+seeds (:func:`offline_graph.rllib.evaluation.ma_evaluation.evaluate_multi_agent_module`); the normalized
 score per module is ``100 * (module - random) / (expert - random)``.
 
 ``--eval-interval K`` adds RLlib's own evaluation every K iterations (on
-:class:`~offline_graph.rllib.ma_env_runner.GraphMultiAgentEnvRunner`); each module's
+:class:`~offline_graph.rllib.env.ma_env_runner.GraphMultiAgentEnvRunner`); each module's
 ``module_episode_returns_mean`` goes into its history as ``eval_return``. Note RLlib's unit:
 per episode the *sum* over the module's agents (Team-v0 has 1-2 agents per module), where
 ``evaluate_multi_agent_module`` averages per agent-episode.
@@ -213,11 +213,11 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
     from offline_graph.cli.evaluate import format_multi_agent
     from offline_graph.data.ma_stats import is_multi_agent_data
     from offline_graph.env.making import DEFAULT_MASK_KEY
-    from offline_graph.rllib import ma_evaluation as ma
-    from offline_graph.rllib.checkpoints import MODULE_SUBDIR
-    from offline_graph.rllib.configure import data_report_or_error
-    from offline_graph.rllib.ray_session import start_ray, stop_ray
-    from offline_graph.rllib.team_config import multi_agent_offline_config
+    from offline_graph.rllib.evaluation import ma_evaluation as ma
+    from offline_graph.rllib.evaluation.checkpoints import MODULE_SUBDIR
+    from offline_graph.rllib.algorithms.configure import data_report_or_error
+    from offline_graph.rllib.core.ray_session import start_ray, stop_ray
+    from offline_graph.rllib.algorithms.team_config import multi_agent_offline_config
 
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)

@@ -45,7 +45,7 @@ from offline_graph.cli.experiment import begin
 from offline_graph.cli.experiment_report import save_curves, score_table, write_results
 from offline_graph.cli.experiment_run import Row, record_episodes, table_train_config, train_rows
 from offline_graph.cli.train_config import quiet_ray_data
-from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
+from offline_graph.rllib.evaluation.evaluate import DEFAULT_EVAL_SEED
 
 ENV = "offline_graph/Stitch-v0"
 ROWS = (
@@ -165,7 +165,7 @@ def train_config(cfg: Config, row: Row, data: str, seed: int) -> train.Config:
 def baselines(cfg: Config) -> dict[str, float]:
     """Mean returns of the expert, random and the logs' behaviour policy on the evaluation
     episodes (default config)."""
-    from offline_graph.rllib.evaluation import evaluate_policy
+    from offline_graph.rllib.evaluation.evaluate import evaluate_policy
 
     eps = {"expert": 0.0, "random": 0.0, "behaviour": cfg.logs_epsilon}
     return {
@@ -221,7 +221,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def run(cfg: Config) -> dict[str, Any]:
     """The whole table as ``cfg`` says; returns what results.json holds."""
-    from offline_graph.rllib.evaluation import normalized_score
+    from offline_graph.rllib.evaluation.evaluate import normalized_score
 
     t0 = begin(cfg)
     rows = [r for r in ROWS if r.key in cfg.rows]

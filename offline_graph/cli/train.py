@@ -27,7 +27,8 @@ int64 / float32) by the batch size. ``batch``/``ptr`` index arrays (``8 * (nodes
 bytes) are not counted.
 
 At the end the trained module (``algo.get_module()``, a copy taken from the learner, see
-:mod:`offline_graph.rllib.algorithms`) plays ``--eval-episodes`` greedy episodes, and the expert
+:mod:`offline_graph.rllib.algorithms.offline_algorithms`) plays ``--eval-episodes`` greedy
+episodes, and the expert
 and random policies play the same seeded episodes; the normalized score is
 ``100 * (module - random) / (expert - random)``. Written to ``--checkpoint DIR``: the RLlib
 checkpoint (``algo.save_to_path(DIR)``), ``learning_curve.png`` and ``summary.json``.
@@ -40,7 +41,7 @@ The spaces come from the data's metadata, ``--env``, ``--observation-space`` /
 ``--action-space``, else they are inferred from the data (:mod:`offline_graph.env.data_spaces`).
 With no env given or recorded, ``--holdout`` (default 0.1) of the episodes are kept out of
 training and the module's action agreement and log-likelihood on them are reported instead
-of env returns (:mod:`offline_graph.rllib.offline_metrics`).
+of env returns (:mod:`offline_graph.rllib.evaluation.offline_metrics`).
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def run(cfg: Config) -> dict[str, Any]:
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from offline_graph.rllib.evaluation import (
+    from offline_graph.rllib.evaluation.evaluate import (
         baseline_scores,
         evaluate_module,
         normalized_score,
@@ -135,9 +136,9 @@ def run(cfg: Config) -> dict[str, Any]:
     from offline_graph.data.reader import spec_from_spaces
     from offline_graph.jobs.recording import DEFAULT_MASK_KEY, make_env
     from offline_graph.env.data_spaces import resolve_spaces
-    from offline_graph.rllib.offline_metrics import format_metrics, holdout_metrics
-    from offline_graph.rllib.configure import data_report_or_error
-    from offline_graph.rllib.ray_session import start_ray, stop_ray
+    from offline_graph.rllib.evaluation.offline_metrics import format_metrics, holdout_metrics
+    from offline_graph.rllib.algorithms.configure import data_report_or_error
+    from offline_graph.rllib.core.ray_session import start_ray, stop_ray
     from offline_graph.cli.evaluate import format_legality
 
     # The kind (episodes / transitions) comes from the files' metadata; it sets

@@ -13,13 +13,13 @@ from typing import Any, Literal
 
 from offline_graph.cli.arguments import bounded
 from offline_graph.data.reader import OnError
-from offline_graph.rllib.evaluation import DEFAULT_EVAL_SEED
-from offline_graph.rllib.settings import Conv
+from offline_graph.rllib.evaluation.evaluate import DEFAULT_EVAL_SEED
+from offline_graph.rllib.core.settings import Conv
 
 DEFAULT_HOLDOUT = 0.1
 """--holdout when there is no env to evaluate in."""
 Algo = Literal["bc", "marwil", "iql", "cql"]
-"""The message-passing layers of :mod:`offline_graph.rllib.gnn_layers` (its ``CONVS``)."""
+"""The message-passing layers of :mod:`offline_graph.rllib.core.gnn_layers` (its ``CONVS``)."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def build_config(cfg: Config, kind: str, observation_space: Any, action_space: A
     """The configured BCConfig / MARWILConfig for ``cfg`` (via ``offline_graph.configure``)."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from offline_graph.rllib.gnn_module import GNNModule
+    from offline_graph.rllib.core.gnn_module import GNNModule
 
     config, model_config = algo_config(cfg)
     config = (
@@ -199,7 +199,7 @@ def algo_config(cfg: Config) -> tuple[Any, dict[str, Any]]:
     from ray.rllib.algorithms.iql import IQLConfig
     from ray.rllib.algorithms.marwil import MARWILConfig
 
-    from offline_graph.rllib.prelearner import GraphOfflinePreLearner
+    from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 
     model_config: dict[str, Any] = {
         "hidden": cfg.hidden,

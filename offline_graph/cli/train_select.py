@@ -1,5 +1,5 @@
 """``offline-graph train --select-by fqe|wis|pdis|dr``: keep the checkpoint with the best
-off-policy estimate (:class:`offline_graph.rllib.checkpoint_selection.CheckpointSelector`).
+off-policy estimate (:class:`offline_graph.rllib.evaluation.checkpoint_selection.CheckpointSelector`).
 
 At every checkpoint (every ``--checkpoint-every K`` iterations, which ``--select-by`` needs,
 and the last iteration) the current module's value is estimated on the ``--holdout``
@@ -61,7 +61,7 @@ def check_select(cfg: Config) -> None:
 
 def _settings(cfg: Config, gamma: float) -> dict[str, Any]:
     """What a resumed run's estimates must share with the earlier ones."""
-    from offline_graph.rllib.checkpoint_selection import SELECT_DEFAULTS
+    from offline_graph.rllib.evaluation.checkpoint_selection import SELECT_DEFAULTS
 
     settings: dict[str, Any] = {"method": cfg.select_by, "gamma": gamma, "explore": cfg.select_explore}
     if cfg.select_by in ("fqe", "dr"):
@@ -100,8 +100,8 @@ class TrainSelection:
     def __init__(
         self, cfg: Config, files: list[str], spaces: tuple[Any, Any], gamma: float, history: list[dict]
     ) -> None:
-        from offline_graph.rllib.checkpoint_selection import CheckpointSelector
-        from offline_graph.rllib.ope_runner import evaluation_episodes
+        from offline_graph.rllib.evaluation.checkpoint_selection import CheckpointSelector
+        from offline_graph.rllib.ope.ope_runner import evaluation_episodes
 
         assert cfg.select_by is not None  # noqa: S101 (run checks)
         self.cfg = cfg

@@ -1,4 +1,4 @@
-"""Episode rows: decode (the encoder, via RLlib's own episodes, is ``offline_graph.rllib.episodes``).
+"""Episode rows: decode (the encoder, via RLlib's own episodes, is ``offline_graph.rllib.offline.episodes``).
 
 A row's ``item`` is ``msgpack.packb(SingleAgentEpisode.get_state(), default=msgpack_numpy.encode)``,
 byte for byte what RLlib writes with ``output_write_episodes=True``; RLlib's

@@ -23,7 +23,7 @@ default=msgpack_numpy.encode)`` of::
 
 Everything in it is what ``MultiAgentEpisode.get_state()`` holds, minus what msgpack cannot
 carry (the mapping function, lookback-buffer objects, spaces, maps keyed by int ids), so
-``offline_graph.rllib.episodes.to_multi_agent_episode`` rebuilds the episode with RLlib's
+``offline_graph.rllib.offline.episodes.to_multi_agent_episode`` rebuilds the episode with RLlib's
 own ``MultiAgentEpisode.from_state``. Each agent's steps are an ordinary single-agent
 episode state, decoded and validated exactly like a single-agent row
 (:mod:`offline_graph.data.codec`, :mod:`offline_graph.data.validation`) against the spaces

@@ -25,7 +25,7 @@ from offline_graph.data.errors import (
 from offline_graph.data.files import FileScan, scan_files
 from offline_graph.data.format import make_metadata
 from offline_graph.data.reader import ReadStats
-from offline_graph.rllib import accounting
+from offline_graph.rllib.offline import accounting
 from offline_graph.jobs.source import episode_source
 
 logger = logging.getLogger(__name__)

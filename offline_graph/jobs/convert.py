@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from offline_graph.data import storage
 from offline_graph.jobs import conversion
-from offline_graph.rllib import accounting
+from offline_graph.rllib.offline import accounting
 from offline_graph.data.errors import (
     GraphValidationError,
 )

@@ -55,7 +55,7 @@ from offline_graph.data.reader import ReadStats, batch_columns
 from offline_graph.data.transitions import STEP_FIELDS, Transitions
 from offline_graph.data.validation import EpisodeSpec
 from offline_graph.jobs import conversion
-from offline_graph.rllib import accounting
+from offline_graph.rllib.offline import accounting
 
 _ragged = pa.list_(pa.list_(pa.float32()))
 MA_SCHEMA = pa.schema(

@@ -38,8 +38,8 @@ from offline_graph.env.ma_making import (  # noqa: F401  (re-exported: their old
 )
 from offline_graph.env.making import episode_seeds, observe
 from offline_graph.jobs.record_job import RecordJob, write_job_file
-from offline_graph.rllib.episodes import encode_multi_agent_episode
-from offline_graph.rllib.write import _agent_space_texts
+from offline_graph.rllib.offline.episodes import encode_multi_agent_episode
+from offline_graph.rllib.offline.write import _agent_space_texts
 
 
 def _module_of(env: Any) -> Callable[..., str] | None:

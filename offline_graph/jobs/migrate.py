@@ -4,7 +4,7 @@ In-process, no Ray: one pass over the input files in sorted order, ``batch_rows`
 time (:mod:`offline_graph.jobs.old_rows`); each batch is unpadded and checked
 (:mod:`offline_graph.data.migrate`), its rows join their open episodes, and every episode that
 completes (:mod:`offline_graph.data.migrate_episodes`) is encoded at once with RLlib's own
-episode state (:func:`offline_graph.rllib.episodes.encode_episode`) and buffered until
+episode state (:func:`offline_graph.rllib.offline.episodes.encode_episode`) and buffered until
 ``episodes_per_file`` of them are written as ``episodes-<first>-<last>.parquet``, the file
 ``offline-graph record`` writes (same ``item`` column, zstd, ``make_metadata("episodes")``).
 Memory holds one batch of padded vectors, the open episodes' unpadded graphs and one output
@@ -156,7 +156,7 @@ class _Tally:
     """Encodes completed episodes into the writer and counts them."""
 
     def __init__(self, layout: RepeatedLayout, writer: EpisodeFiles) -> None:
-        from offline_graph.rllib.episodes import encode_episode
+        from offline_graph.rllib.offline.episodes import encode_episode
 
         self.encode, self.layout, self.writer = encode_episode, layout, writer
         self.totals: Counter[str] = Counter()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 
-from offline_graph.rllib.episodes import encode_episode
+from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.data import storage
 from offline_graph.data.format import episode_file_name
 from offline_graph.data.graph import space_sizes
@@ -110,7 +110,7 @@ def record(jobs: list[RecordJob], workers: int = 1, show_progress: bool = True) 
         return
     import ray
 
-    from offline_graph.rllib.ray_session import start_ray
+    from offline_graph.rllib.core.ray_session import start_ray
 
     start_ray(workers)
     remote = ray.remote(num_cpus=1)(record_file)

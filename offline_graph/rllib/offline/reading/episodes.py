@@ -1,0 +1,46 @@
+"""Reading strategy ``episodes``: recorded episode rows -> ``k * B`` sampled transitions.
+
+Each call decodes and validates its episode rows (:meth:`Reading.read_episodes`), adds their
+transitions to the FIFO buffer and samples ``k * B`` of them uniformly, ``k = max(1,
+round(new / B))``. One Arrow row per transition (:mod:`offline_graph.data.transitions`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from offline_graph.data.transitions import Transitions, transition_schema
+from offline_graph.rllib.offline.reading.base import Reading
+
+KEEP = ("actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets")
+"""The columns emitted for the learners (bookkeeping columns such as ``eps_id`` stay here)."""
+
+
+def keep_columns(sample: Transitions) -> list[str]:
+    """The :data:`KEEP` columns ``sample`` has (``edge_attr`` and the masks are optional)."""
+    cols = ["actions", "x", "edge_index", "value_targets"]
+    if sample.obs.edge_attr is not None:
+        cols.append("edge_attr")
+    return cols + [m for m in ("node_mask", "edge_mask") if getattr(sample.obs, m) is not None]
+
+
+class EpisodeTransitions(Reading):
+    """Episode rows -> buffer -> ``k * B`` transitions per call."""
+
+    kind = "episodes"
+    takes_user_pieces = True
+
+    def read(self, batch: Any) -> int:
+        return self.read_buffered(batch, episodes=True)
+
+    def sample(self, new: int) -> Transitions:
+        return self.buffer.sample(self.num_batches(new) * self.batch_size)
+
+    def rows(self, sample: Transitions) -> pa.Table:
+        return sample.to_arrow(columns=keep_columns(sample))
+
+    def empty_table(self) -> pa.Table:
+        assert self.spec is not None  # noqa: S101
+        return pa.schema([f for f in transition_schema(self.spec) if f.name in KEEP]).empty_table()
