@@ -234,9 +234,12 @@ def test_bad_arguments(data) -> None:
     assert math.isnan(none["ci_low"]) and math.isnan(none["ci_high"]) and math.isfinite(none["value"])
 
 
-def test_cli_evaluate_data_prints_the_estimate(data, tmp_path) -> None:
+def test_cli_evaluate_data_prints_the_estimate(data, tmp_path, capsys) -> None:
+    """``offline-graph evaluate --data`` in this process (``evaluate.main``, as the console
+    script calls it; the console script itself, its exit codes and stderr:
+    tests/test_clean_runs.py and tests/test_cli_errors.py)."""
+    from offline_graph.cli import evaluate as evaluate_cli
     from offline_graph.rllib.evaluation.checkpoints import MODULE_SUBDIR
-    from tests.helpers import run_cli
 
     path, _ = data
     spec = RLModuleSpec(module_class=GNNModule, observation_space=SPACE, action_space=gym.spaces.Discrete(2))
@@ -244,26 +247,27 @@ def test_cli_evaluate_data_prints_the_estimate(data, tmp_path) -> None:
     module.save_to_path(str(tmp_path / "ckpt" / MODULE_SUBDIR / "default_policy"))
     expected = estimate_value(module, path, method="pdis", gamma=1.0, n_boot=200, seed=7)
     out = tmp_path / "res.json"
-    proc = run_cli(
-        "evaluate", "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "pdis",
+    assert evaluate_cli.main([
+        "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "pdis",
         "--gamma", "1.0", "--seed", "7", "--output", str(out),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    ]) == 0  # fmt: skip
+    printed = capsys.readouterr()
     assert (
         f"pdis estimate {expected['value']:.3f} [{expected['ci_low']:.3f}, {expected['ci_high']:.3f}]"
-        in proc.stdout
-    )
-    assert "48 episodes, 96 transitions" in proc.stdout and "behaviour logged" in proc.stdout
+        in printed.out
+    ), printed
+    assert "48 episodes, 96 transitions" in printed.out and "behaviour logged" in printed.out
     # FQE reports its progress on stderr: the first and the last iteration (and one per 10 s);
     # the last one's estimate, mean V(s_0) over the episodes, is the printed value
-    fqe = run_cli(
-        "evaluate", "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "fqe",
+    assert evaluate_cli.main([
+        "--checkpoint", str(tmp_path / "ckpt"), "--data", path, "--method", "fqe",
         "--gamma", "1.0", "--fqe-epochs", "3",
-    )  # fmt: skip
-    assert fqe.returncode == 0, fqe.stderr
-    steps = re.findall(r"fqe iteration (\d) of 3: loss [-\d.e+]+, estimate ([-\d.e+]+)", fqe.stderr)
-    assert [s for s, _ in steps] == ["1", "3"], fqe.stderr
-    printed = re.search(r"fqe estimate ([-\d.]+) ", fqe.stdout)
-    assert printed is not None and float(printed.group(1)) == pytest.approx(float(steps[-1][1]), abs=2e-3)
-    bad = run_cli("evaluate", "--policy", "random", "--data", path)
-    assert bad.returncode == 2 and "--data must come with --checkpoint" in bad.stderr
+    ]) == 0  # fmt: skip
+    fqe = capsys.readouterr()
+    steps = re.findall(r"fqe iteration (\d) of 3: loss [-\d.e+]+, estimate ([-\d.e+]+)", fqe.err)
+    assert [s for s, _ in steps] == ["1", "3"], fqe.err
+    value = re.search(r"fqe estimate ([-\d.]+) ", fqe.out)
+    assert value is not None and float(value.group(1)) == pytest.approx(float(steps[-1][1]), abs=2e-3)
+    with pytest.raises(SystemExit) as bad:
+        evaluate_cli.main(["--policy", "random", "--data", path])
+    assert bad.value.code == 2 and "--data must come with --checkpoint" in capsys.readouterr().err
