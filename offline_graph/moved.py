@@ -94,6 +94,18 @@ MOVED: dict[str, tuple[str, ...]] = {
     "offline_graph.convert": ("offline_graph.jobs.convert",),
     "offline_graph.recording": ("offline_graph.jobs.recording",),
     "offline_graph.evaluation": ("offline_graph.rllib.evaluation.evaluate",),
+    # the experiment programs before one runner (issue 39): ``main`` of the old module is the task's
+    "offline_graph.cli.ma_experiment": ("offline_graph.cli.experiments.team",),
+    "offline_graph.cli.stitch_experiment": ("offline_graph.cli.experiments.stitch",),
+    "offline_graph.cli.experiment_run": (
+        "offline_graph.cli.experiments.runs",
+        "offline_graph.cli.experiments.runner",
+        "offline_graph.bench.experiments.results",
+    ),
+    "offline_graph.cli.experiment_report": (
+        "offline_graph.cli.experiments.report",
+        "offline_graph.bench.experiments.results",
+    ),
     # offline_graph/rllib/ before its sub-packages (issue 39); the three old modules whose path
     # is now a sub-package (algorithms, evaluation, ope) forward from that package's __init__
     **{f"offline_graph.rllib.{name}": (f"offline_graph.rllib.{home}",) for name, home in RLLIB_MOVES.items()},

@@ -1,6 +1,7 @@
 """Script form of ``offline-graph experiment``.
 
-The learning-quality table: BC, MARWIL and a bag-of-nodes baseline, seeds, one PNG.
+A learning-quality table (``--task graph``, the default: BC, MARWIL and a bag-of-nodes
+baseline on Graph-v0; ``team``; ``stitch``), seeds, one PNG.
 
 Run from a checkout with the project installed: ``python pipelines/experiment.py --help``.
 The job itself is :mod:`offline_graph.cli.experiment`.

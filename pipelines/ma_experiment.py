@@ -1,14 +1,14 @@
-"""Script form of ``offline-graph ma-experiment``.
+"""Script form of ``offline-graph ma-experiment`` (``offline-graph experiment --task team``).
 
-The multi-agent learning-quality table: BC / MARWIL on TeamEnv episodes, seeds, per module.
+The multi-agent learning-quality table: BC / MARWIL on Team-v0 episodes, seeds, per module.
 
 Run from a checkout with the project installed: ``python pipelines/ma_experiment.py --help``.
-The job itself is :mod:`offline_graph.cli.ma_experiment`.
+The job itself is :mod:`offline_graph.cli.experiment`, task :mod:`offline_graph.cli.experiments.team`.
 """
 
 import sys
 
-from offline_graph.cli.ma_experiment import main
+from offline_graph.cli.experiment import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(["--task", "team", *sys.argv[1:]]))

@@ -21,7 +21,6 @@ JOBS = {
     "evaluate": "Config",
     "finetune": "Config",
     "bench": "Args",
-    "experiment": "Config",
     "migrate": "Config",
 }
 

@@ -105,3 +105,16 @@ def test_rllib_module_paths_from_before_the_sub_packages_still_work() -> None:
     assert "offline_graph.rllib.gnn_module.GNNModule moved to offline_graph.rllib.core.gnn_module" in str(
         caught[2].message
     )
+
+
+def test_experiment_program_paths_from_before_the_runner_still_work() -> None:
+    """Issue 39: ``offline_graph.cli.ma_experiment`` / ``stitch_experiment`` (one program each)
+    -> one task spec each under ``offline_graph.cli.experiments``; their ``main`` is the task's."""
+    from offline_graph.cli.experiments import stitch, team
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from offline_graph.cli.ma_experiment import main as old_team  # type: ignore[import-not-found]
+        from offline_graph.cli.stitch_experiment import main as old_stitch  # type: ignore[import-not-found]
+    assert (old_team, old_stitch) == (team.main, stitch.main)
+    assert [w.category for w in caught] == [DeprecationWarning] * 2

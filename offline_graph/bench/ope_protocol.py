@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from offline_graph.bench.experiments.results import record_episodes, write_results
 from offline_graph.bench.ope_targets import (
     expert_for,
     expert_mixture_module,
@@ -123,19 +124,14 @@ def true_values(
     return out
 
 
-def record_logs(key: str, eps_b: float, seed: int, episodes: int, output: str) -> None:
-    """Record ``episodes`` of the ``eps_b`` mixture into ``output`` (the env's ``"mixed"``)."""
-    from offline_graph.jobs.recording import plan_jobs, record
-
+def record_logs(key: str, eps_b: float, seed: int, episodes: int, output: str) -> str:
+    """Record ``episodes`` of the ``eps_b`` mixture into ``output`` (the env's ``"mixed"``);
+    returns the equivalent ``offline-graph record`` command line."""
     policy = "mixed"
     if ":" in key:  # Team-v0's own "mixed" is its decoy heuristic: the uniform mixture instead
         seed_team_mixed(seed, eps_b)
         policy = "offline_graph.bench.ope_targets:team_mixed"
-    jobs = plan_jobs(
-        env=env_id(key), env_config={}, policy=policy, epsilon=eps_b, seed=seed,
-        episodes=episodes, episodes_per_file=100, output=output,
-    )  # fmt: skip
-    list(record(jobs, workers=1, show_progress=False))
+    return record_episodes(output, policy, eps_b, episodes, seed, env_id(key), episodes_per_file=100)[1]
 
 
 def evaluate_seed(
@@ -294,6 +290,11 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table(res: dict[str, Any]) -> str:
+    """results.md of the protocol: :func:`markdown` and its seconds."""
+    return markdown(res) + f"\n\n{res['seconds']:.0f} s (true values {res['truth_seconds']:.0f} s)\n"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m offline_graph.bench.ope_protocol --env KEY [--seeds 0 1 2] [--output F]``."""
     import argparse
@@ -313,8 +314,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--fqe-option", action="append", default=[], help="estimate_value KEY=JSON of method='fqe' alone"
     )
-    parser.add_argument("--output", help="write the JSON result here")
+    parser.add_argument("--output", help="write the JSON result here (and its table next to it, .md)")
     args = parser.parse_args(argv)
+    t0 = time.perf_counter()
     options, fqe_options = (
         {k: json.loads(v) for k, v in (o.split("=", 1) for o in opts)}
         for opts in (args.option, args.fqe_option)
@@ -325,10 +327,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         methods=args.methods, **options,
     )  # fmt: skip
     if args.output:
-        with open(args.output, "w") as fh:
-            json.dump(res, fh, indent=1)
-    print(markdown(res))
-    print(f"\n{res['seconds']:.0f} s (true values {res['truth_seconds']:.0f} s)")
+        write_results(args.output, res, t0, table)
+    else:
+        print(table(res))
 
 
 if __name__ == "__main__":

@@ -23,19 +23,14 @@ COMMANDS = {
     "evaluate": "evaluate a saved checkpoint in the env",
     "finetune": "fine-tune a saved checkpoint online with PPO in the env (RLlib's EnvRunners)",
     "bench": "benchmark the graph data path against RLlib's stock padded path",
-    "experiment": "the learning-quality table: BC / MARWIL / bag of nodes (--task stitch: IQL / CQL)",
+    "experiment": "a learning-quality table: --task graph (BC / MARWIL / bag of nodes), team, stitch",
     "migrate": "migrate padded RLlib Repeated recordings into ragged episode files",
-    "ma-experiment": "the multi-agent learning-quality table: BC / MARWIL on TeamEnv, per module",
-    "stitch-experiment": "the stitching table: BC / MARWIL / IQL / CQL on Stitch-v0 logs, seeds",
+    "ma-experiment": "experiment --task team: BC / MARWIL on Team-v0, per module",
+    "stitch-experiment": "experiment --task stitch: BC / MARWIL / IQL / CQL on Stitch-v0 logs",
 }
 
-MODULES = {
-    "inspect": "inspect_data",
-    "ma-experiment": "ma_experiment",
-    "stitch-experiment": "stitch_experiment",
-}
-"""Subcommands whose module name differs (``inspect`` would shadow the standard library;
-a dash is not valid in a module name)."""
+MODULES = {"inspect": "inspect_data"}
+"""Subcommands whose module name differs (``inspect`` would shadow the standard library)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         print("exit status: 0 done, 2 bad input or settings, 1 unexpected error, 130 interrupted")
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
-    name, rest = experiment_task(name, rest)
+    name, rest = experiment_alias(name, rest)
     if name not in COMMANDS:
         print(
             f"offline-graph: command must be one of {sorted(COMMANDS)} (found {name!r}).",
@@ -63,27 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(name, run, rest, debug)
 
 
-def experiment_task(name: str, rest: list[str]) -> tuple[str, list[str]]:
-    """``experiment --task stitch ...`` is ``stitch-experiment ...`` (``--task graph``, the
-    default, the BC / MARWIL table)."""
-    if name != "experiment":
-        return name, rest
-    for i, token in enumerate(rest):
-        task = token.split("=", 1)[1] if token.startswith("--task=") else None
-        if token == "--task" and i + 1 < len(rest):
-            task, drop = rest[i + 1], 2
-        else:
-            drop = 1
-        if task is not None:
-            tasks = {"graph": "experiment", "stitch": "stitch-experiment"}
-            if task not in tasks:
-                print(
-                    f"offline-graph experiment: --task must be one of {sorted(tasks)} (found {task!r}).",
-                    file=sys.stderr,
-                )
-                raise SystemExit(2)
-            return tasks[task], rest[:i] + rest[i + drop :]
-    return name, rest
+def experiment_alias(name: str, rest: list[str]) -> tuple[str, list[str]]:
+    """The old commands of two tables: ``ma-experiment ...`` is ``experiment --task team ...``
+    and ``stitch-experiment ...`` is ``experiment --task stitch ...``."""
+    tasks = {"ma-experiment": "team", "stitch-experiment": "stitch"}
+    return ("experiment", ["--task", tasks[name], *rest]) if name in tasks else (name, rest)
 
 
 if __name__ == "__main__":

@@ -95,7 +95,16 @@ def check_bounds(prog: str, cfg: DataclassInstance) -> None:
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each field of dataclass ``cls`` (used as the --help text)."""
+    """The docstring under each field of dataclass ``cls`` and of the dataclasses it extends
+    (used as the --help text; a subclass's own docstring wins)."""
+    docs: dict[str, str] = {}
+    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
+        docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
+    """The docstrings under the fields that the source of ``cls`` itself states."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}

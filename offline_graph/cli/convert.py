@@ -101,21 +101,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from offline_graph.cli.failures import report_error
     from offline_graph.data.errors import OfflineGraphError
-    from offline_graph.data.files import scan_files
     from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.env.data_input import open_input
     from offline_graph.jobs.conversion import REPORT_NAME, require_empty_output
     from offline_graph.jobs.convert import ConvertConfig, convert
-    from offline_graph.env.data_spaces import resolve_spaces
 
     try:
         require_empty_output(args.output)  # before the input's scan and Ray's start
-        scan = scan_files(args.input, args.on_error)
-        from offline_graph.data.ma_stats import is_multi_agent_data
-
-        if is_multi_agent_data(scan.files, scan.metadata):
-            return _main_multi_agent(args, scan)
-        spaces = resolve_spaces(
-            scan=scan,
+        data = open_input(args.input, args.on_error)  # listed and checked once; the job takes it
+        if data.multi_agent:
+            return _main_multi_agent(args, data)
+        spaces = data.resolve_spaces(
             env=args.env,
             env_config=args.env_config,
             observation_space=args.observation_space,
@@ -127,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         return report_error("convert", err)
     print(f"spaces: {spaces.describe()}")
     spec = spec_from_spaces(spaces.observation_space, spaces.action_space)
-    source = recorded_source(scan.metadata, spaces.env, spaces.env_config)
+    source = recorded_source(data.metadata, spaces.env, spaces.env_config)
     source.update(spaces.texts)
-    report = run_conversion(args, convert, ConvertConfig, source, spec=spec)
+    report = run_conversion(args, convert, ConvertConfig, source, spec=spec, data=data)
     print(
         f"transitions out: {report['transitions_out']}  in {report['seconds']:.1f} s "
         f"({report['transitions_per_s']:.0f}/s)  bytes in/out: "
@@ -139,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _main_multi_agent(args: Any, scan: Any) -> int:
-    """``offline-graph convert`` on multi-agent input (``args``: the CLI's Args)."""
+def _main_multi_agent(args: Any, data: Any) -> int:
+    """``offline-graph convert`` on multi-agent input (``args``: the CLI's Args; ``data``: the
+    input resolved, :class:`~offline_graph.env.data_input.DataInput`)."""
     if args.observation_space or args.action_space:
         print(
             "offline-graph convert: --observation-space / --action-space must not be given for "
@@ -150,21 +147,22 @@ def _main_multi_agent(args: Any, scan: Any) -> int:
         )
         return 2
     from offline_graph.data.errors import OfflineGraphError
-    from offline_graph.data.ma_stats import resolve_agent_spaces
     from offline_graph.jobs.conversion import REPORT_NAME
     from offline_graph.jobs.ma_convert import MultiAgentConvertConfig, convert_multi_agent
 
     try:
-        spaces = resolve_agent_spaces(scan.files, scan.metadata, "convert")
+        spaces = data.resolve_agent_spaces("convert")
     except OfflineGraphError as err:
         print(f"offline-graph convert: {err}", file=sys.stderr)
         return 2
     for key, texts in sorted(spaces.texts.items()):
         print(f"agent {key}: {texts['observation_space']} / {texts['action_space']} ({texts['source']})")
-    env = args.env or scan.metadata.get("env")
-    env_config = args.env_config if args.env_config is not None else scan.metadata.get("env_config")
-    source = recorded_source(scan.metadata, env, env_config)
-    report = run_conversion(args, convert_multi_agent, MultiAgentConvertConfig, source, agent_spaces=spaces)
+    env = args.env or data.metadata.get("env")
+    env_config = args.env_config if args.env_config is not None else data.metadata.get("env_config")
+    source = recorded_source(data.metadata, env, env_config)
+    report = run_conversion(
+        args, convert_multi_agent, MultiAgentConvertConfig, source, agent_spaces=spaces, data=data
+    )
     for key, a in report["agents"].items():
         print(f"agent {key}: transitions {a['transitions']}  episodes {a['episodes']}")
     print(

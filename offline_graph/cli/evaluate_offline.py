@@ -75,17 +75,20 @@ def check_module_env(module: Any, env_name: str, env_config: dict | None) -> Non
             )
 
 
-def _multi_agent(cfg: Any) -> bool:
-    """Whether ``cfg.data`` is multi-agent episode files or the checkpoint has several modules."""
-    from offline_graph.data.files import scan_files
+def _multi_agent(cfg: Any, data: Any = None) -> bool:
+    """Whether ``cfg.data`` (``data``: it resolved, :class:`~offline_graph.env.data_input.DataInput`)
+    is multi-agent episode files or the checkpoint has several modules."""
+    from offline_graph.env.data_input import DataInput
     from offline_graph.rllib.evaluation.checkpoints import MODULE_SUBDIR
 
     root = storage.join(storage.absolute(cfg.checkpoint), MODULE_SUBDIR)
     several = storage.is_dir(root) and len(storage.entries(root)) > 1
-    return several or bool(scan_files(cfg.data).metadata.get("multi_agent"))
+    return several or bool((data or DataInput(cfg.data)).metadata.get("multi_agent"))
 
 
-def _run_modules(cfg: Any, res: dict[str, Any], gamma: float | None, kw: dict[str, Any]) -> dict[str, Any]:
+def _run_modules(
+    cfg: Any, res: dict[str, Any], gamma: float | None, kw: dict[str, Any], data: Any = None
+) -> dict[str, Any]:
     """:func:`run_offline` per module of multi-agent data (module doc)."""
     from offline_graph.cli.checkpoint_info import checkpoint_summary, load_mapping_fn
     from offline_graph.rllib.evaluation.checkpoints import restore_modules
@@ -100,7 +103,8 @@ def _run_modules(cfg: Any, res: dict[str, Any], gamma: float | None, kw: dict[st
     mapping = load_mapping_fn(spec) if spec else None
     res["per_module"] = {}
     for mid, module in sorted(restore_modules(cfg.checkpoint).items()):
-        est = estimate_value(module, cfg.data, gamma=gamma, module_id=mid, policy_mapping_fn=mapping, **kw)
+        source = data or cfg.data  # the input resolved once, for every module
+        est = estimate_value(module, source, gamma=gamma, module_id=mid, policy_mapping_fn=mapping, **kw)
         res["per_module"][mid] = est
         print(f"module {mid}: {format_estimate(est)}")
     _write(cfg, res)
@@ -115,6 +119,7 @@ def _write(cfg: Any, res: dict[str, Any]) -> None:
 def run_offline(cfg: Any) -> dict[str, Any]:
     """Restore the checkpoint's module, estimate its value from ``cfg.data`` (and play it in
     ``cfg.env`` when given); prints and returns the results (``cfg``: evaluate's Config)."""
+    from offline_graph.env.data_input import DataInput
     from offline_graph.rllib.evaluation.evaluate import evaluate_module, restore_module
     from offline_graph.rllib.ope.estimate import estimate_value
 
@@ -126,12 +131,13 @@ def run_offline(cfg: Any) -> dict[str, Any]:
         fqe_by_step=cfg.fqe_by_step, seed=seed,
     )  # fmt: skip
     gamma = cfg.gamma if cfg.gamma is not None or not cfg.env else 1.0
-    if _multi_agent(cfg):
+    data = DataInput(cfg.data)  # listed and checked on first use, once: every step takes it
+    if _multi_agent(cfg, data):
         with fqe_progress():
-            return _run_modules(cfg, res, gamma, kw)
+            return _run_modules(cfg, res, gamma, kw, data)
     module = restore_module(cfg.checkpoint)
     with fqe_progress():
-        res["estimate"] = estimate_value(module, cfg.data, gamma=gamma, **kw)
+        res["estimate"] = estimate_value(module, data, gamma=gamma, **kw)
     lines = [format_estimate(res["estimate"])]
     if cfg.env:
         check_module_env(module, cfg.env, cfg.env_config)

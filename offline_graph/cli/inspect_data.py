@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from offline_graph.cli.arguments import arg, bounded, check_bounds, parse_config, parser_for
 from offline_graph.cli.failures import report_error
@@ -59,20 +60,25 @@ def parse_args(argv: list[str] | None = None) -> Config:
     return parse_config(build_parser(), Config, argv, functools.partial(check_bounds, "inspect"))
 
 
-def _spaces(cfg: Config) -> dict[str, str] | None:
+def _spaces(cfg: Config, scanned: Any = None) -> dict[str, str] | None:
     """The data's spaces and where they came from (:mod:`offline_graph.env.data_spaces`); None
-    (with a note on stderr) when nothing pins them and they cannot be inferred."""
-    from offline_graph.env.data_spaces import resolve_spaces
+    (with a note on stderr) when nothing pins them and they cannot be inferred. ``scanned``:
+    the input's scan made while inspecting (``offline_graph.data.files.ScanBuilder``), so
+    the files are not listed and opened again."""
+    from offline_graph.env.data_input import DataInput
 
     given = (cfg.env, cfg.observation_space, cfg.action_space)
+    data = DataInput(cfg.path, "raise" if cfg.strict else "skip")
     try:
-        spaces = resolve_spaces(
-            cfg.path,
+        if scanned is not None:
+            if scanned.error is not None:
+                raise scanned.error  # where scan_files would have raised it
+            data = DataInput.of(cfg.path, scanned.scan, data.on_error)
+        spaces = data.resolve_spaces(
             env=cfg.env,
             env_config=cfg.env_config,
             observation_space=cfg.observation_space,
             action_space=cfg.action_space,
-            on_error="raise" if cfg.strict else "skip",
             who="inspect",
             announce=lambda m: print(f"offline-graph inspect: warning: {m}", file=sys.stderr),
         )
@@ -85,13 +91,14 @@ def _spaces(cfg: Config) -> dict[str, str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from offline_graph.data.stats import format_table, inspect_path
+    from offline_graph.data.stats import format_table, inspect_input
 
     cfg = parse_args(argv)
     try:
-        summary = inspect_path(cfg.path, strict=cfg.strict, n_max=cfg.n_max)
+        # each file listed and opened once: the spaces come from the scan made meanwhile
+        summary, scanned = inspect_input(cfg.path, strict=cfg.strict, n_max=cfg.n_max)
         if not summary.get("multi_agent"):  # multi-agent: per-agent spaces are in the summary
-            summary["spaces"] = _spaces(cfg)
+            summary["spaces"] = _spaces(cfg, scanned)
     except OfflineGraphError as err:
         return report_error("inspect", err)
     print(json.dumps(summary, indent=2) if cfg.json else format_table(summary))

@@ -127,9 +127,9 @@ def plan_modules(cfg: Config, scan: FileScan, mapping: Any) -> ModulePlan:
     from offline_graph.data.ma_stats import resolve_agent_spaces, sample_episodes
     from offline_graph.data.space_text import parse_space, space_text
 
-    agent_sp = resolve_agent_spaces(scan.files, scan.metadata or {}, "train")
+    agent_sp = resolve_agent_spaces(scan, scan.metadata or {}, "train")  # the scan's kept rows
     texts = agent_sp.texts
-    episodes, _ = sample_episodes(scan.files)
+    episodes, _ = sample_episodes(scan)
     agents: dict[str, set[str]] = {}
     for ep in episodes:
         for a in ep.agents:
@@ -204,10 +204,13 @@ def curve_path(cfg: Config, mid: str) -> str:
     return storage.join(cfg.checkpoint, f"learning_curve_{mid}.png")
 
 
-def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
-    """Train, save and evaluate every module as ``cfg`` says (``scan``: the data's files);
-    returns the summary written to summary.json."""
+def run(cfg: Config, data: Any) -> dict[str, Any]:
+    """Train, save and evaluate every module as ``cfg`` says (``data``: the data's files, a
+    ``FileScan`` or the input resolved, :class:`~offline_graph.env.data_input.DataInput`;
+    not listed again); returns the summary written to summary.json."""
     import torch
+
+    from offline_graph.data.files import scan_input
 
     from offline_graph.cli.checkpoint_info import load_mapping_fn
     from offline_graph.cli.evaluate import format_multi_agent
@@ -221,8 +224,9 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
 
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
+    scan = scan_input(data)
     meta = scan.metadata or {}
-    if scan.kind != "episodes" or not is_multi_agent_data(scan.files, meta):
+    if scan.kind != "episodes" or not is_multi_agent_data(scan, meta):
         raise ConfigError(
             f"train: --data must hold multi-agent episode files with --multi-agent (found "
             f"{scan.kind} files without multi_agent metadata under {cfg.data!r}). Record a "
@@ -268,7 +272,7 @@ def run(cfg: Config, scan: FileScan) -> dict[str, Any]:
                 evaluation_duration=cfg.eval_episodes,
                 evaluation_duration_unit="episodes",
             )
-        config = configure(dataclasses.replace(cfg, holdout=0.0), config)
+        config = configure(dataclasses.replace(cfg, holdout=0.0), config, scan)
         t0 = time.perf_counter()
         algo = config.build_algo()
         build_s = time.perf_counter() - t0

@@ -132,20 +132,20 @@ def run(cfg: Config) -> dict[str, Any]:
         evaluate_module,
         normalized_score,
     )
-    from offline_graph.data.files import scan_files
     from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.env.data_input import open_input
     from offline_graph.jobs.recording import DEFAULT_MASK_KEY, make_env
-    from offline_graph.env.data_spaces import resolve_spaces
     from offline_graph.rllib.evaluation.offline_metrics import format_metrics, holdout_metrics
     from offline_graph.rllib.algorithms.configure import data_report_or_error
     from offline_graph.rllib.core.ray_session import start_ray, stop_ray
     from offline_graph.cli.evaluate import format_legality
 
     # The kind (episodes / transitions) comes from the files' metadata; it sets
-    # input_read_episodes (configure checks the same files again).
+    # input_read_episodes. The input is listed and checked once: configure takes it.
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    scan = scan_files(cfg.data, cfg.on_error)
+    data = open_input(cfg.data, cfg.on_error)
+    scan = data.scan
     kind, files = scan.kind, scan.files
     if kind is None or not files:
         raise ConfigError(
@@ -155,18 +155,15 @@ def run(cfg: Config) -> dict[str, Any]:
     if cfg.multi_agent:
         from offline_graph.cli import ma_train
 
-        return ma_train.run(cfg, scan)
-    from offline_graph.data.ma_stats import is_multi_agent_data
-
-    if is_multi_agent_data(files, scan.metadata or {}):
+        return ma_train.run(cfg, data)
+    if data.multi_agent:
         raise ConfigError(
             f"train: --data must hold single-agent episodes without --multi-agent (found "
             f"multi-agent episode files under {cfg.data!r}). Pass --multi-agent (one module per "
             "module id; see offline-graph train --help)."
         )
-    meta = data_metadata(files)
-    spaces = resolve_spaces(
-        scan=scan,
+    meta = data_metadata(data)
+    spaces = data.resolve_spaces(
         env=cfg.env,
         env_config=cfg.env_config or None,
         observation_space=cfg.observation_space,
@@ -204,7 +201,7 @@ def run(cfg: Config) -> dict[str, Any]:
     algo = None
     selection = None
     try:
-        config = build_config(cfg, kind, obs_space, act_space)
+        config = build_config(cfg, kind, obs_space, act_space, data)
         gamma = float(config.gamma if cfg.select_gamma is None else cfg.select_gamma)
         if cfg.select_by:
             selection = TrainSelection(cfg, files, (obs_space, act_space), gamma, history)

@@ -168,15 +168,21 @@ class Config:
     text, "action_space": text}} (default: from the spaces of the agents mapped to it)."""
 
 
-def data_metadata(files: list[str]) -> dict[str, Any]:
-    """The offline_graph metadata of the first file (env, policy, seed, kind, ...)."""
+def data_metadata(files: Any) -> dict[str, Any]:
+    """The offline_graph metadata of the first file (env, policy, seed, kind, ...); of an
+    input resolved already (:class:`~offline_graph.env.data_input.DataInput`, a ``FileScan``):
+    the metadata its scan read, no file opened again."""
     from offline_graph.data.format import read_file_metadata
 
+    scan = getattr(files, "scan", files)
+    if not isinstance(scan, (list, tuple)):
+        return dict(scan.metadata or {})
     return read_file_metadata(files[0]) if files else {}
 
 
-def build_config(cfg: Config, kind: str, observation_space: Any, action_space: Any) -> Any:
-    """The configured BCConfig / MARWILConfig for ``cfg`` (via ``offline_graph.configure``)."""
+def build_config(cfg: Config, kind: str, observation_space: Any, action_space: Any, data: Any = None) -> Any:
+    """The configured BCConfig / MARWILConfig for ``cfg`` (via ``offline_graph.configure``;
+    ``data``: ``cfg.data`` resolved already, not listed again)."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from offline_graph.rllib.core.gnn_module import GNNModule
@@ -187,7 +193,7 @@ def build_config(cfg: Config, kind: str, observation_space: Any, action_space: A
         .offline_data(input_=[cfg.data], input_read_episodes=(kind == "episodes"))
         .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config=model_config))
     )
-    return configure(cfg, config)
+    return configure(cfg, config, data)
 
 
 def algo_config(cfg: Config) -> tuple[Any, dict[str, Any]]:
@@ -234,12 +240,14 @@ def algo_config(cfg: Config) -> tuple[Any, dict[str, Any]]:
     return config, model_config
 
 
-def configure(cfg: Config, config: Any) -> Any:
-    """``offline_graph.configure(config)`` with ``cfg``'s error mode, seed and holdout."""
+def configure(cfg: Config, config: Any, data: Any = None) -> Any:
+    """``offline_graph.configure(config)`` with ``cfg``'s error mode, seed and holdout
+    (``data``: the input resolved already, a ``DataInput`` or ``FileScan``)."""
     import offline_graph
 
     return offline_graph.configure(
         config,
+        data=data,
         on_error=cfg.on_error,
         seed=cfg.seed,
         holdout=cfg.holdout or 0.0,

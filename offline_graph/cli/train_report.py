@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from offline_graph.bench.experiments.results import json_default as json_default  # train's summary.json
+from offline_graph.bench.experiments.results import versions as versions
 from offline_graph.data import storage
 from offline_graph.data.reader import OnError
 
@@ -156,22 +158,3 @@ def save_curve(path: str, history: list[dict[str, Any]], title: str) -> None:
     fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
     storage.write_bytes(path, png.getvalue())  # a local path or a URI
-
-
-def json_default(o: Any) -> Any:
-    """``json.dump`` default: numpy scalars and arrays as Python values, anything else as str."""
-    if isinstance(o, (np.integer, np.floating)):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
-
-
-def versions() -> dict[str, str]:
-    """Versions of Ray, torch and offline_graph, for the summary."""
-    import ray
-    import torch
-
-    import offline_graph
-
-    return {"ray": ray.__version__, "torch": torch.__version__, "offline_graph": offline_graph.__version__}

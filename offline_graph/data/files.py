@@ -7,9 +7,10 @@ named and ``skip`` mode drops the file and counts it, never a failure deep in a 
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,7 +26,7 @@ from offline_graph.data.errors import (
     where,
 )
 from offline_graph.data import storage
-from offline_graph.data.format import parse_metadata, read_file_metadata
+from offline_graph.data.format import open_with_metadata, parse_metadata
 
 REQUIRED: dict[str, dict[str, tuple[pa.DataType, ...] | None]] = {
     "episodes": {"item": (pa.binary(), pa.large_binary())},
@@ -45,6 +46,91 @@ class FileScan:
     examples: dict[str, str] = field(default_factory=dict)
     row_groups: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     """Per usable file, its row groups' (rows, uncompressed bytes) from the footer."""
+    sizes: dict[str, int] = field(default_factory=dict)
+    """Per usable file, its bytes (from the file opened for the footer)."""
+    _first: FirstRows | None = field(default=None, repr=False, compare=False)
+
+    def first_rows(self) -> FirstRows:
+        """The ``item`` rows of the usable files from the first on, each file opened at most
+        once however many readers ask (the multi-agent probe, space inference)."""
+        if self._first is None:
+            self._first = FirstRows(self.files)
+        return self._first
+
+
+class FirstRows:
+    """``(file index, path, item)`` of ``files`` in order, read batch by batch (``batch_rows``
+    rows) only as far as a reader goes, and kept: a second reader reads no file again."""
+
+    def __init__(self, files: Sequence[str], batch_rows: int = 64) -> None:
+        self.files, self.batch_rows = list(files), batch_rows
+        self._kept: list[tuple[int, str, Any]] = []
+        self._current: Iterator[tuple[int, str, Any]] | None = None
+        self._next_file = 0
+
+    def seed(self, path: str, items: Sequence[Any], whole: bool) -> None:
+        """The first ``items`` of the next file, ``path``, read already (``whole``: all of
+        its rows): kept, so that no reader opens the file for them."""
+        index = self._next_file
+        if self._current is not None or index >= len(self.files) or self.files[index] != path:
+            return  # rows are kept in file order only
+        self._kept.extend((index, path, item) for item in items)
+        self._next_file += 1
+        if not whole:  # the rest of the file, opened only if a reader goes on
+            self._current = itertools.islice(self._file_rows(index), len(items), None)
+
+    def _file_rows(self, index: int) -> Iterator[tuple[int, str, Any]]:
+        path = self.files[index]
+        with storage.open_input_file(path) as fh:  # a local path or a URI
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=self.batch_rows, columns=["item"]):
+                for item in batch.column(0).to_pylist():
+                    yield index, path, item
+
+    def rows(self, max_files: int | None = None) -> Iterator[tuple[int, str, Any]]:
+        """The rows of the first ``max_files`` files (None: all); no later file is opened."""
+        last = len(self.files) if max_files is None else min(len(self.files), max_files)
+        position = 0
+        while True:
+            if position < len(self._kept):
+                if self._kept[position][0] >= last:
+                    return
+                yield self._kept[position]
+                position += 1
+                continue
+            if self._current is None:
+                if self._next_file >= last:
+                    return
+                self._current = self._file_rows(self._next_file)
+                self._next_file += 1
+            row = next(self._current, None)
+            if row is None:
+                self._current = None
+                continue
+            self._kept.append(row)
+
+
+def sample_rows(
+    files: Sequence[str] | FileScan,
+    decode: Callable[[Any, str], Any],
+    limit: int,
+    max_files: int,
+    skip: type[Exception] = OfflineGraphError,
+) -> tuple[list[Any], int]:
+    """Up to ``limit`` rows that ``decode(item, path)`` decodes (rows it refuses with ``skip``
+    are passed over: validation names and counts them later) of the first ``max_files``
+    files; (decoded rows, files read). A
+    :class:`FileScan` reads through its :meth:`FileScan.first_rows` (each file opened once)."""
+    rows = files.first_rows() if isinstance(files, FileScan) else FirstRows(files, limit)
+    names = files.files if isinstance(files, FileScan) else list(files)
+    out: list[Any] = []
+    for index, path, item in rows.rows(max_files):
+        try:
+            out.append(decode(item, path))
+        except skip:
+            continue
+        if len(out) >= limit:
+            return out, index + 1
+    return out, min(len(names), max_files)
 
 
 def list_files(input_: Any) -> list[str]:
@@ -73,14 +159,19 @@ def list_files(input_: Any) -> list[str]:
     return files
 
 
-def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+def check_file(
+    path: str, row_groups: list[tuple[int, int]] | None = None, sizes: dict[str, int] | None = None
+) -> dict[str, Any]:
     """Metadata of one file after checking it opens, its format and its required columns;
-    ``row_groups`` (a list) receives the footer's (rows, uncompressed bytes) per row group."""
+    ``row_groups`` (a list) receives the footer's (rows, uncompressed bytes) per row group,
+    ``sizes`` (a dict) the file's bytes."""
     try:
         with storage.reaching(path), storage.open_input_file(path) as fh:
             parquet = pq.ParquetFile(fh)
             footer = parquet.metadata  # the footer must be complete
             schema = parquet.schema_arrow
+            if sizes is not None:
+                sizes[path] = int(fh.size())
         if row_groups is not None:
             row_groups.extend(
                 (footer.row_group(g).num_rows, footer.row_group(g).total_byte_size)
@@ -98,6 +189,12 @@ def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> di
         meta = parse_metadata(schema.metadata, path)
     except FormatVersionError as err:
         raise FormatVersionError(str(err), reason="format_version") from err
+    check_columns(path, meta, schema)
+    return meta
+
+
+def check_columns(path: str, meta: dict[str, Any], schema: pa.Schema) -> None:
+    """SchemaError unless ``schema`` has the columns (and types) files of ``meta``'s kind need."""
     for name, types in REQUIRED[meta["kind"]].items():
         if name not in schema.names:
             raise SchemaError(
@@ -111,7 +208,6 @@ def check_file(path: str, row_groups: list[tuple[int, int]] | None = None) -> di
                 f"{schema.field(name).type}). Episode rows hold msgpack bytes.",
                 reason="schema",
             )
-    return meta
 
 
 def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> FileScan:
@@ -121,7 +217,7 @@ def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> Fil
     for path in list_files(input_):
         try:
             groups: list[tuple[int, int]] = []
-            meta = check_file(path, groups)
+            meta = check_file(path, groups, scan.sizes)
             kinds[path] = meta["kind"]
             scan.row_groups[path] = groups
             if not scan.metadata:
@@ -144,17 +240,37 @@ def scan_files(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> Fil
     return scan
 
 
+def scan_input(input_: Any, on_error: Literal["raise", "skip"] = "raise") -> FileScan:
+    """The scan of ``input_``: a :class:`FileScan` as is; an input resolved already (anything
+    with a ``scan``, e.g. :class:`offline_graph.env.data_input.DataInput`) its scan; else
+    :func:`scan_files` of the location now."""
+    if isinstance(input_, FileScan):
+        return input_
+    scan = getattr(input_, "scan", None)
+    return scan if isinstance(scan, FileScan) else scan_files(input_, on_error)
+
+
+def input_location(input_: Any) -> Any:
+    """The location an input was given as (a resolved input's ``location``; else itself)."""
+    return getattr(input_, "location", input_)
+
+
 def read_episode_table(file: str) -> tuple[dict[str, Any], pa.Table]:
-    """The metadata and the table of an episode ``file`` for inspect; raises if the file is
-    not of kind ``episodes`` or has no ``item`` column."""
-    meta = read_file_metadata(file)
-    if meta.get("kind") != "episodes":
-        raise FormatVersionError(
-            f"{where(file=file)}: file kind must be 'episodes' (found {meta.get('kind')!r}). "
-            "inspect reads recorded episode files; inspect the episodes a transition "
-            "file was converted from instead."
-        )
-    with storage.open_input_file(file) as fh:
+    """The metadata and the table of an episode ``file`` for inspect (the file opened once);
+    raises if the file is not of kind ``episodes`` or has no ``item`` column."""
+    return episode_table(file, *open_with_metadata(file))
+
+
+def episode_table(file: str, meta: dict[str, Any], fh: Any) -> tuple[dict[str, Any], pa.Table]:
+    """:func:`read_episode_table` of ``file`` opened already (``meta``, ``fh``:
+    :func:`~offline_graph.data.format.open_with_metadata`'s answer); closes ``fh``."""
+    with fh:
+        if meta.get("kind") != "episodes":
+            raise FormatVersionError(
+                f"{where(file=file)}: file kind must be 'episodes' (found {meta.get('kind')!r}). "
+                "inspect reads recorded episode files; inspect the episodes a transition "
+                "file was converted from instead."
+            )
         table = pq.read_table(fh)
     if "item" not in table.column_names:
         raise SchemaError(
@@ -163,3 +279,43 @@ def read_episode_table(file: str) -> tuple[dict[str, Any], pa.Table]:
             "column 'item'."
         )
     return meta, table
+
+
+class ScanBuilder:
+    """A :class:`FileScan` made from files a command reads whole anyway (``inspect``), as
+    :func:`scan_files` would make it, without opening them again: :meth:`add` each file's
+    metadata and schema in order, then :meth:`done`. ``error``: the first unusable file's
+    error (``raise`` mode, where :func:`scan_files` raises it). The first ``keep`` rows read
+    become the scan's kept first rows (:meth:`FileScan.first_rows`: space inference)."""
+
+    def __init__(self, on_error: Literal["raise", "skip"], keep: int = 64) -> None:
+        self.scan = FileScan(kind=None, files=[])
+        self.on_error = on_error
+        self.error: OfflineGraphError | None = None
+        self.keep = keep
+        self._seeds: list[tuple[str, Sequence[Any], bool]] = []
+
+    def done(self) -> FileScan:
+        """The scan, its first rows kept."""
+        rows = self.scan.first_rows()
+        for path, items, whole in self._seeds:
+            rows.seed(path, items, whole)
+        self._seeds = []
+        return self.scan
+
+    def add(self, path: str, meta: dict[str, Any], schema: pa.Schema, items: Sequence[Any] = ()) -> None:
+        try:
+            check_columns(path, meta, schema)
+        except OfflineGraphError as err:
+            if self.on_error == "raise":
+                self.error = self.error or err
+            else:
+                self.scan.rejected[err.reason or "unreadable_file"] += 1
+                self.scan.examples.setdefault(err.reason or "unreadable_file", str(err))
+            return
+        kept = sum(len(seed[1]) for seed in self._seeds)
+        if kept < self.keep and len(self._seeds) == len(self.scan.files):
+            self._seeds.append((path, items[: self.keep - kept], len(items) <= self.keep - kept))
+        self.scan.files.append(path)
+        self.scan.metadata = self.scan.metadata or meta
+        self.scan.kind = meta["kind"]

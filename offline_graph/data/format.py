@@ -89,14 +89,32 @@ def check_metadata(meta: dict[str, Any], file: str | None = None) -> None:
 
 def read_file_metadata(path: str) -> dict[str, Any]:
     """The checked offline_graph metadata of one Parquet file."""
+    meta, fh = open_with_metadata(path)
+    fh.close()
+    return meta
+
+
+def open_with_metadata(path: str) -> tuple[dict[str, Any], Any]:
+    """(:func:`read_file_metadata`, the file opened to read it): the caller reads on and
+    closes it, so that a file is opened once for its metadata and its rows."""
+    fh = None
     try:
-        with storage.reaching(path), storage.open_input_file(path) as fh:
+        with storage.reaching(path):
+            fh = storage.open_input_file(path)
             schema = pq.read_schema(fh)
     except StorageError:
+        if fh is not None:
+            fh.close()
         raise
     except Exception as err:  # pyarrow raises several types for damaged files
+        if fh is not None:
+            fh.close()
         raise FormatVersionError(
             f"{where(file=path)}: file must be a readable Parquet file (found {err}). "
             "The file is truncated or not Parquet; re-record or re-convert it."
         ) from err
-    return parse_metadata(schema.metadata, path)
+    try:
+        return parse_metadata(schema.metadata, path), fh
+    except BaseException:
+        fh.close()
+        raise

@@ -28,7 +28,7 @@ from offline_graph.data import storage
 from offline_graph.data.codec import unpack_item
 from offline_graph.data.columns import concat_ranges, counts_to_ptr
 from offline_graph.data.errors import ConfigError, DecodeError, OfflineGraphError
-from offline_graph.data.files import scan_files
+from offline_graph.data.files import input_location, scan_input
 from offline_graph.data.holdout import held_out
 from offline_graph.data.multi_agent import Route, read_agent_episodes
 from offline_graph.data.reader import read_transitions
@@ -265,12 +265,12 @@ def check_logps(
 def load_agents(data: Any, route: Route, module_id: str, where: str = "estimate_value") -> Logged:
     """The steps of the agents that ``route`` sends to ``module_id`` in the multi-agent (or
     single-agent) episode files of ``data``, one logged episode per agent (module doc)."""
-    scan = scan_files(data)
+    scan = scan_input(data)  # an input resolved already is not listed again
     if scan.kind != "episodes" or not scan.files:
         raise ConfigError(
             f"{where}: data must hold episode files for module_id={module_id!r} (found "
-            f"{scan.kind or 'no'} files in {data!r}). Converted rows carry no module; evaluate "
-            "a module on the multi-agent episode files."
+            f"{scan.kind or 'no'} files in {input_location(data)!r}). Converted rows carry no "
+            "module; evaluate a module on the multi-agent episode files."
         )
     parts: list[Transitions] = []
     logps: list[np.ndarray | None] = []
@@ -327,11 +327,11 @@ def load_logged(
     if isinstance(data, (Transitions, pa.Table)):
         trans = data if isinstance(data, Transitions) else Transitions.from_table(data)
         return _combine([trans], [None], where)
-    scan = scan_files(data)
+    scan = scan_input(data)  # an input resolved already is not listed again
     if not scan.files:
         raise ConfigError(
-            f"{where}: data must hold Parquet files (found none in {data!r}). Pass episode files or "
-            "directories: a path, or a list of them."
+            f"{where}: data must hold Parquet files (found none in {input_location(data)!r}). Pass "
+            "episode files or directories: a path, or a list of them."
         )
     check_metadata_space(scan, observation_space, where)
     if scan.kind == "transitions":

@@ -24,16 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
-from offline_graph.data import storage
 from offline_graph.data.errors import (
     ConfigError,
     GraphValidationError,
-    OfflineGraphError,
     where,
 )
-from offline_graph.data.files import read_episode_table
+from offline_graph.data.files import FileScan, FirstRows, read_episode_table, sample_rows
 from offline_graph.data.format import read_file_metadata
 from offline_graph.data.multi_agent import (
     AgentEpisode,
@@ -67,17 +64,15 @@ class AgentSpaces:
         }
 
 
-def first_item(files: Sequence[str]) -> bytes | None:
-    for path in files:
-        with storage.open_input_file(path) as fh:
-            reader = pq.ParquetFile(fh)
-            for batch in reader.iter_batches(batch_size=1, columns=["item"]):
-                if batch.num_rows:
-                    return batch.column(0)[0].as_py()  # type: ignore[no-any-return]
+def first_item(files: Sequence[str] | FileScan) -> bytes | None:
+    """The first ``item`` of the files (a :class:`FileScan`: through its kept first rows)."""
+    rows = files.first_rows() if isinstance(files, FileScan) else FirstRows(files, 1)
+    for _, _, item in rows.rows():
+        return item  # type: ignore[no-any-return]
     return None
 
 
-def is_multi_agent_data(files: Sequence[str], metadata: dict[str, Any]) -> bool:
+def is_multi_agent_data(files: Sequence[str] | FileScan, metadata: dict[str, Any]) -> bool:
     """Multi-agent episode data: the metadata says so, or (files without it) the first row
     is a multi-agent episode."""
     if metadata.get("multi_agent"):
@@ -91,27 +86,15 @@ def is_multi_agent_data(files: Sequence[str], metadata: dict[str, Any]) -> bool:
         return False
 
 
-def sample_episodes(files: Sequence[str]) -> tuple[list[MultiAgentRaw], int]:
+def sample_episodes(files: Sequence[str] | FileScan) -> tuple[list[MultiAgentRaw], int]:
     """Up to INFER_EPISODES decodable episodes of the first INFER_FILES files (undecodable
     rows are skipped: validation names and counts them later); (episodes, files read)."""
-    out: list[MultiAgentRaw] = []
-    used_files = 0
-    for path in files[:INFER_FILES]:
-        used_files += 1
-        with storage.open_input_file(path) as fh:
-            reader = pq.ParquetFile(fh)
-            for batch in reader.iter_batches(batch_size=INFER_EPISODES, columns=["item"]):
-                for item in batch.column(0).to_pylist():
-                    try:
-                        out.append(decode_multi_agent(unpack(item, path), path))
-                    except OfflineGraphError:
-                        continue
-                    if len(out) >= INFER_EPISODES:
-                        return out, used_files
-    return out, used_files
+    return sample_rows(
+        files, lambda item, path: decode_multi_agent(unpack(item, path), path), INFER_EPISODES, INFER_FILES
+    )
 
 
-def _sample(files: Sequence[str]) -> tuple[dict[str, list[Any]], int, int]:
+def _sample(files: Sequence[str] | FileScan) -> tuple[dict[str, list[Any]], int, int]:
     """Raw steps per agent key of :func:`sample_episodes`; (by agent, episodes, files)."""
     episodes, used_files = sample_episodes(files)
     by_agent: dict[str, list[Any]] = {}
@@ -121,7 +104,7 @@ def _sample(files: Sequence[str]) -> tuple[dict[str, list[Any]], int, int]:
     return by_agent, len(episodes), used_files
 
 
-def resolve_agent_spaces(files: Sequence[str], metadata: dict[str, Any], who: str) -> AgentSpaces:
+def resolve_agent_spaces(files: Sequence[str] | FileScan, metadata: dict[str, Any], who: str) -> AgentSpaces:
     """Per agent id: the metadata's ``agent_spaces``, else inferred from the data."""
     specs: dict[str, EpisodeSpec] = {}
     texts: dict[str, dict[str, str]] = {}

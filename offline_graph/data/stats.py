@@ -35,8 +35,8 @@ from offline_graph.data.errors import (
     where,
 )
 from offline_graph.data import storage
-from offline_graph.data.files import list_files, read_episode_table
-from offline_graph.data.format import read_file_metadata
+from offline_graph.data.files import ScanBuilder, episode_table, list_files, read_episode_table
+from offline_graph.data.format import open_with_metadata
 from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
 
 PERCENTILES = (50, 90, 99)
@@ -134,18 +134,30 @@ def _check_spec(spec: EpisodeSpec, col: Collected, ctx: str) -> None:
         raise err
 
 
-def collect(path: str, *, strict: bool = False) -> Collected:
+def collect(
+    path: str,
+    *,
+    strict: bool = False,
+    files: list[str] | None = None,
+    first: tuple[dict[str, Any], Any] | None = None,
+    scan: ScanBuilder | None = None,
+) -> Collected:
     """Decode and validate every row under ``path``.
 
     ``strict``: raise on the first invalid row (the error names file and row); otherwise
-    invalid rows are skipped and counted per reason in ``rejected``.
+    invalid rows are skipped and counted per reason in ``rejected``. ``files``: ``path``'s
+    files listed already; ``first``: the first one's (metadata, table) read already;
+    ``scan``: receives each file's metadata and schema (the input's scan, no file reopened).
     """
     col = Collected()
-    for file in episode_files(path):
-        meta, table = read_episode_table(file)
+    for index, file in enumerate(files if files is not None else episode_files(path)):
+        meta, table = first if index == 0 and first is not None else read_episode_table(file)
+        items = table.column("item").to_pylist()
+        if scan is not None:
+            scan.add(file, meta, table.schema, items)
         col.files.append(file)
         col.versions.add(int(meta["version"]))
-        for row, item in enumerate(table.column("item").to_pylist()):
+        for row, item in enumerate(items):
             try:
                 raw = decode_state(item, file=file, row=row)
                 spec = spec_from_raw(raw)
@@ -252,12 +264,46 @@ def summarize(col: Collected, n_max: int | None = None) -> dict[str, Any]:
 
 def inspect_path(path: str, *, strict: bool = False, n_max: int | None = None) -> dict[str, Any]:
     """:func:`collect` then :func:`summarize` (multi-agent data: :mod:`offline_graph.data.ma_stats`)."""
+    return inspect_input(path, strict=strict, n_max=n_max)[0]
+
+
+def inspect_input(
+    path: str, *, strict: bool = False, n_max: int | None = None
+) -> tuple[dict[str, Any], ScanBuilder | None]:
+    """:func:`inspect_path`'s summary and the input's scan, as ``scan_files(path, "raise" if
+    strict else "skip")`` makes it (``.scan``; ``.error``: the file it would refuse in raise
+    mode), each file listed once and opened once; None for multi-agent data."""
     from offline_graph.data import ma_stats
 
     files = episode_files(path)
-    if ma_stats.is_multi_agent_data(files, read_file_metadata(files[0])):
-        return ma_stats.inspect_multi_agent(path, files, strict=strict)
-    return summarize(collect(path, strict=strict), n_max=n_max)
+    meta, fh = open_with_metadata(files[0])
+    if meta.get("multi_agent") or meta.get("kind") != "episodes":
+        fh.close()
+        if meta.get("multi_agent"):
+            return ma_stats.inspect_multi_agent(path, files, strict=strict), None
+        first = None  # collect names the kind
+    else:
+        first = episode_table(files[0], meta, fh)
+        if meta.get("foreign") and _first_is_multi_agent(first[1], files, meta):
+            return ma_stats.inspect_multi_agent(path, files, strict=strict), None
+    scan = ScanBuilder("raise" if strict else "skip")
+    summary = summarize(collect(path, strict=strict, files=files, first=first, scan=scan), n_max=n_max)
+    scan.done()  # the rows read: the kept first rows of the scan (space inference)
+    return summary, scan
+
+
+def _first_is_multi_agent(table: Any, files: list[str], meta: dict[str, Any]) -> bool:
+    """The first row of foreign episode files is a multi-agent episode (the probe of
+    :func:`offline_graph.data.ma_stats.is_multi_agent_data`, on the first file read already)."""
+    from offline_graph.data import ma_stats
+    from offline_graph.data.multi_agent import is_multi_agent, unpack
+
+    if not table.num_rows:  # the probe reads on in the next files
+        return ma_stats.is_multi_agent_data(files[1:], meta)
+    try:
+        return is_multi_agent(unpack(table.column("item")[0].as_py()))
+    except Exception:  # an undecodable first row: the single-agent path names it
+        return False
 
 
 def _fmt_bytes(n: float) -> str:

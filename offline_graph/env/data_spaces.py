@@ -25,12 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 import gymnasium as gym
-import pyarrow.parquet as pq
 
 from offline_graph.data.codec import RawEpisode, decode_state
 from offline_graph.data.errors import ConfigError, DecodeError
-from offline_graph.data import storage
-from offline_graph.data.files import FileScan, scan_files
+from offline_graph.data.files import FileScan, sample_rows, scan_files
 from offline_graph.data.space_text import Role, infer_spaces, parse_space, space_code, space_text
 
 logger = logging.getLogger(__name__)
@@ -100,21 +98,11 @@ class _Candidate:
 
 
 def _sample_episodes(scan: FileScan) -> tuple[list[RawEpisode], int]:
-    """Up to ``INFER_EPISODES`` decodable episodes of the first ``INFER_FILES`` files."""
-    raws: list[RawEpisode] = []
-    files = 0
-    for path in scan.files[:INFER_FILES]:
-        files += 1
-        reader = pq.ParquetFile(storage.open_input_file(path))  # a local path or a URI
-        for batch in reader.iter_batches(batch_size=INFER_EPISODES, columns=["item"]):
-            for item in batch.column(0).to_pylist():
-                try:
-                    raws.append(decode_state(item, file=path))
-                except DecodeError:  # validation names and counts it later
-                    continue
-                if len(raws) >= INFER_EPISODES:
-                    return raws, files
-    return raws, files
+    """Up to ``INFER_EPISODES`` decodable episodes of the first ``INFER_FILES`` files (read
+    through the scan: a file the multi-agent probe opened is not opened again)."""
+    return sample_rows(
+        scan, lambda item, path: decode_state(item, file=path), INFER_EPISODES, INFER_FILES, DecodeError
+    )
 
 
 def _infer(scan: FileScan, who: str) -> tuple[gym.Space, gym.Space, str]:

@@ -27,7 +27,7 @@ another. Behaviour cloning and MARWIL follow the logs' trap; in-sample value lea
 (IQL, CQL) can find the door. Evaluate in the default config (``hub_start_prob=0``, every
 episode starts at the start phase): ``offline-graph train`` evaluates in the env config
 recorded in the data unless ``--env offline_graph/Stitch-v0`` names the env explicitly.
-``offline-graph stitch-experiment`` (:mod:`offline_graph.cli.stitch_experiment`) records such
+``offline-graph experiment --task stitch`` (:mod:`offline_graph.cli.experiments.stitch`) records such
 logs and trains BC, MARWIL, IQL and CQL on them over seeds.
 """
 

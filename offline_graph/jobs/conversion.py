@@ -7,6 +7,8 @@ the output check are each job's own."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import logging
 import time
@@ -92,7 +94,8 @@ def start(cfg: Any) -> tuple[FileScan, float]:
             )
     require_empty_output(cfg.output)
     start = time.perf_counter()
-    scan = scan_files(cfg.input, cfg.on_error)
+    # the input resolved already (offline-graph convert's DataInput) is not listed again
+    scan = cfg.data.scan if getattr(cfg, "data", None) is not None else scan_files(cfg.input, cfg.on_error)
     if scan.kind == "transitions":
         raise FormatVersionError(
             f"convert: input {cfg.input} format kind must be 'episodes' (found 'transitions'). "
@@ -177,7 +180,7 @@ def report(
     error), then build and write the report: ``counts`` (the accounting), ``verified`` (rows,
     episodes, bytes of the output), ``config`` and ``extra`` entries."""
     rows, episodes, bytes_out = verified
-    bytes_in = sum(storage.size(f) for f in scan.files)
+    bytes_in = sum(scan.sizes[f] if f in scan.sizes else storage.size(f) for f in scan.files)
     seconds = time.perf_counter() - start
     if rows != total.transitions_used:
         raise RuntimeError(
@@ -207,6 +210,13 @@ def report(
     text = json.dumps(report, indent=2, sort_keys=True)
     storage.write_bytes(storage.join(cfg.output, REPORT_NAME), text.encode())
     return report
+
+
+def settings(cfg: Any, *leave_out: str) -> dict[str, Any]:
+    """The report's ``config``: ``cfg``'s fields as ``dataclasses.asdict`` gives them, but
+    ``leave_out`` and the resolved input (``data``: no setting, and no JSON)."""
+    names = [f.name for f in dataclasses.fields(cfg) if f.name not in {"data", *leave_out}]
+    return {name: copy.deepcopy(getattr(cfg, name)) for name in names}
 
 
 def remove(directory: str) -> None:

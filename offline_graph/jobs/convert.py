@@ -77,6 +77,10 @@ class ConvertConfig:
     """Recording facts copied into the output metadata (env, env_config, mask_key, policy,
     seed, epsilon), so training from the rows finds the env the episodes came from. The
     metadata also records the spaces of ``spec`` (``observation_space`` / ``action_space``)."""
+    data: Any = field(default=None, compare=False, repr=False)
+    """``input`` resolved already (:class:`offline_graph.env.data_input.DataInput`, as
+    ``offline-graph convert`` makes it): its scan is used, the input is not listed again.
+    None: listed and checked here."""
 
 
 class ConvertEpisodes:
@@ -118,7 +122,8 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     scan, start = conversion.start(cfg)
     from offline_graph.data.ma_stats import is_multi_agent_data
 
-    if is_multi_agent_data(scan.files, scan.metadata):  # per-agent spaces; cfg.spec unused
+    multi = cfg.data.multi_agent if cfg.data is not None else is_multi_agent_data(scan, scan.metadata)
+    if multi:  # per-agent spaces; cfg.spec unused
         from offline_graph.jobs.ma_convert import convert_multi_agent, from_convert_config
 
         return convert_multi_agent(from_convert_config(cfg))
@@ -131,7 +136,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     )
     total = conversion.run(scan, cfg, cfg.spec, map_class, schema)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)
-    config = {k: v for k, v in asdict(cfg).items() if k != "spec"} | {"spec": asdict(cfg.spec)}
+    config = conversion.settings(cfg, "spec") | {"spec": asdict(cfg.spec)}
     return conversion.report(
         cfg, scan, start, total, total.as_dict(), (rows, episode_ids, bytes_out), "transitions", config
     )

@@ -37,7 +37,7 @@ action_space}}``), ``gamma`` and the recording facts; ``_conversion_report.json`
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -91,6 +91,9 @@ class MultiAgentConvertConfig:
     source: dict = field(default_factory=dict)
     agent_spaces: AgentSpaces | None = None
     """Per-agent specs (None: resolved from the input)."""
+    data: Any = field(default=None, compare=False, repr=False)
+    """``input`` resolved already (:class:`offline_graph.env.data_input.DataInput`): its scan
+    (and per-agent spaces) are used, the input is not listed again. None: resolved here."""
 
 
 def conform(table: pa.Table) -> pa.Table:
@@ -158,7 +161,12 @@ def convert_multi_agent(
 ) -> dict[str, Any]:
     """Run the job; returns (and writes next to the rows) the JSON report."""
     scan, start = conversion.start(cfg)
-    spaces = cfg.agent_spaces or resolve_agent_spaces(scan.files, scan.metadata, "convert")
+    if cfg.agent_spaces is not None:
+        spaces = cfg.agent_spaces
+    elif cfg.data is not None:
+        spaces = cfg.data.resolve_agent_spaces("convert")
+    else:
+        spaces = resolve_agent_spaces(scan, scan.metadata, "convert")
     meta = {**cfg.source, "multi_agent": True, "agent_spaces": spaces.metadata(), "gamma": cfg.gamma}
     schema = MA_SCHEMA.with_metadata(make_metadata("transitions", **meta))
     total = conversion.run(scan, cfg, tuple(sorted(spaces.specs.items())), map_class, schema)
@@ -173,7 +181,7 @@ def convert_multi_agent(
         }
         for key in sorted(set(spaces.texts) | set(per_agent))
     }
-    config = {k: v for k, v in asdict(cfg).items() if k != "agent_spaces"}
+    config = conversion.settings(cfg, "agent_spaces")
     extra = {"multi_agent": True, "transitions_by_agent": by_agent, "agents": agents}
     return conversion.report(
         cfg, scan, start, total, counts, (rows, episodes, bytes_out), "agent steps", config, **extra
@@ -224,5 +232,5 @@ def verify_output(output: str) -> tuple[int, int, dict[str, tuple[int, int]], in
 
 def from_convert_config(cfg: Any) -> MultiAgentConvertConfig:
     """A single-agent ``ConvertConfig`` -> the multi-agent settings (its spec is not used)."""
-    names = [f for f in MultiAgentConvertConfig.__dataclass_fields__ if f != "agent_spaces"]
+    names = [f for f in MultiAgentConvertConfig.__dataclass_fields__ if f != "agent_spaces"]  # data kept
     return MultiAgentConvertConfig(**{k: getattr(cfg, k) for k in names})

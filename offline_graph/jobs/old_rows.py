@@ -47,9 +47,10 @@ NOT_CARRIED = {"type", "agent_index", "unroll_id", "infos", "agent_id", "module_
 def list_inputs(path: str) -> list[str]:
     """``path`` itself, or the ``*.parquet`` / ``*.json`` / ``*.jsonl`` files under it (recursive,
     sorted; names starting with ``_`` or ``.`` are side files and skipped)."""
-    if storage.exists(path) and not storage.is_dir(path):
+    is_dir = storage.is_dir(path)  # asked once: a directory is then listed once
+    if not is_dir and storage.exists(path):
         return [path]
-    if not storage.is_dir(path):
+    if not is_dir:
         raise ConfigError(
             f"migrate: --input must be a file or a directory (found {path!r}, which "
             "does not exist). Point it at the old recording."

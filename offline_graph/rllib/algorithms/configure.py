@@ -52,29 +52,21 @@ import gymnasium as gym
 from typing import Any, Literal, TypeVar
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.files import FileScan, scan_files
+from offline_graph.data.files import FileScan, scan_input
 from offline_graph.data.holdout import check_fraction
-from offline_graph.data.storage import filesystem as storage_filesystem
-from offline_graph.data.storage import is_uri
+from offline_graph.data.storage import filesystem as storage_filesystem, is_uri
 from offline_graph.data.reader import spec_from_spaces
 from offline_graph.rllib.offline.multi_agent import module_spaces
 from offline_graph.rllib.offline.offline_data import GraphOfflineData
 from offline_graph.rllib.algorithms.algo_classes import graph_algo_class
 from offline_graph.rllib.core.model_options import default_graph_module, set_model_option
-from offline_graph.rllib.algorithms.value_configure import (
-    DEFAULT_RUN_LENGTH,
-    set_value_model_options,
-    value_kind,
-    value_settings,
-)
+from offline_graph.rllib.algorithms.value_configure import DEFAULT_RUN_LENGTH, value_kind, value_settings
+from offline_graph.rllib.algorithms.value_configure import set_value_model_options
 from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 from offline_graph.rllib.env.env_setup import configure_env, configure_multi_agent_env, remote_runner_cpus
 from offline_graph.rllib.offline.resources import SMALL_SHARE, apply_plan, cluster_size, plan_resources
 from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
-from offline_graph.rllib.ope.ope_runner import (
-    offline_evaluation_settings,
-    share_small_machine,
-)
+from offline_graph.rllib.ope.ope_runner import offline_evaluation_settings, share_small_machine
 from offline_graph.rllib.core.settings import SETTINGS_KEY, GraphSettings, read_settings
 
 C = TypeVar("C")
@@ -91,6 +83,7 @@ def configure(
     value_run_length: int = DEFAULT_RUN_LENGTH,
     offline_evaluation: dict | None = None,
     reward_scaling: str | None = None,
+    data: Any = None,
 ) -> C:
     """Fill in what graph training needs (see the module docstring); returns ``config``.
 
@@ -106,6 +99,8 @@ def configure(
     (:mod:`offline_graph.data.reward_scale`).
     ``offline_evaluation``: ``estimate_value`` keywords for ``evaluation(offline_evaluation_type=
     "fqe" | "wis" | "pdis" | "dr")`` (:mod:`offline_graph.rllib.ope.ope_runner`).
+    ``data``: ``input_`` listed and checked already with ``on_error`` (a ``FileScan``, or
+    :func:`offline_graph.env.data_input.open_input`'s ``DataInput``): not listed again.
     """
     cfg: Any = config
     if _is_ppo(cfg.algo_class):  # online fine-tuning / training in a graph env
@@ -119,7 +114,8 @@ def configure(
     (configure_multi_agent_env if cfg.is_multi_agent else configure_env)(cfg)
     problems: list[str] = []
     check_fraction(holdout, "configure")
-    scan = scan_files(cfg.input_, on_error) if on_error in ("raise", "skip") else None
+    given = cfg.input_ if data is None else data  # an input resolved already is not listed again
+    scan = scan_input(given, on_error) if on_error in ("raise", "skip") else None
     if cfg.is_multi_agent:
         # Per-module spaces come from the MultiRLModuleSpec (checked here, not inferred).
         _policy_spaces_from_modules(cfg)
