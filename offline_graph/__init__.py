@@ -78,17 +78,17 @@ _EXPORTS: dict[str, str] = {
     "evaluate_policy": "offline_graph.rllib.evaluation.evaluate",
     "restore_module": "offline_graph.rllib.evaluation.evaluate",
     # pure core (numpy, pyarrow)
-    "NodeAction": "offline_graph.data.spaces",
-    "EdgeAction": "offline_graph.data.spaces",
-    "graph_space": "offline_graph.data.space_text",
-    "parse_space": "offline_graph.data.space_text",
-    "space_text": "offline_graph.data.space_text",
+    "NodeAction": "offline_graph.data.graphs.spaces",
+    "EdgeAction": "offline_graph.data.graphs.spaces",
+    "graph_space": "offline_graph.data.graphs.space_text",
+    "parse_space": "offline_graph.data.graphs.space_text",
+    "space_text": "offline_graph.data.graphs.space_text",
     "resolve_spaces": "offline_graph.env.data_spaces",
-    "graph_to_dict": "offline_graph.data.graph",
-    "dict_to_graph": "offline_graph.data.graph",
-    "collate": "offline_graph.data.collate",
-    "uncollate": "offline_graph.data.collate",
-    "FORMAT_VERSION": "offline_graph.data.format",
+    "graph_to_dict": "offline_graph.data.graphs.graph",
+    "dict_to_graph": "offline_graph.data.graphs.graph",
+    "collate": "offline_graph.data.graphs.collate",
+    "uncollate": "offline_graph.data.graphs.collate",
+    "FORMAT_VERSION": "offline_graph.data.store.format",
     "OfflineGraphError": "offline_graph.data.errors",
     "ConfigError": "offline_graph.data.errors",
     "DecodeError": "offline_graph.data.errors",
@@ -101,7 +101,7 @@ _EXPORTS: dict[str, str] = {
 """Public name -> the module it lives in."""
 
 if TYPE_CHECKING:  # the same names, for type checkers and IDEs
-    from offline_graph.data.collate import collate, uncollate
+    from offline_graph.data.graphs.collate import collate, uncollate
     from offline_graph.data.errors import (
         ConfigError,
         DecodeError,
@@ -112,10 +112,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
         SchemaError,
         StorageError,
     )
-    from offline_graph.data.format import FORMAT_VERSION
-    from offline_graph.data.graph import dict_to_graph, graph_to_dict
-    from offline_graph.data.space_text import graph_space, parse_space, space_text
-    from offline_graph.data.spaces import EdgeAction, NodeAction
+    from offline_graph.data.store.format import FORMAT_VERSION
+    from offline_graph.data.graphs.graph import dict_to_graph, graph_to_dict
+    from offline_graph.data.graphs.space_text import graph_space, parse_space, space_text
+    from offline_graph.data.graphs.spaces import EdgeAction, NodeAction
     from offline_graph.env.data_spaces import resolve_spaces
     from offline_graph.rllib.algorithms.offline_algorithms import GraphBC, GraphMARWIL
     from offline_graph.rllib.algorithms.value_algorithms import GraphCQL, GraphIQL

@@ -18,6 +18,40 @@ import types
 import warnings
 from typing import Any, Sequence
 
+DATA_MOVES: dict[str, str] = {
+    "action_checks": "episodes.action_checks",
+    "buffer": "learning.buffer",
+    "codec": "episodes.codec",
+    "collate": "graphs.collate",
+    "columns": "graphs.columns",
+    "fast_episode": "episodes.fast_episode",
+    "files": "store.files",
+    "format": "store.format",
+    "graph": "graphs.graph",
+    "graph_arrow": "graphs.graph_arrow",
+    "holdout": "episodes.holdout",
+    "logged": "episodes.logged",
+    "ma_stats": "analysis.ma_stats",
+    "migrate": "migration.migrate",
+    "migrate_episodes": "migration.migrate_episodes",
+    "multi_agent": "episodes.multi_agent",
+    "ope": "analysis.ope",
+    "reader": "episodes.reader",
+    "returns": "learning.returns",
+    "reward_scale": "learning.reward_scale",
+    "row_checks": "episodes.row_checks",
+    "sequences": "learning.sequences",
+    "space_text": "graphs.space_text",
+    "spaces": "graphs.spaces",
+    "spec": "episodes.spec",
+    "stats": "analysis.stats",
+    "storage": "store.storage",
+    "transitions": "learning.transitions",
+    "validation": "episodes.validation",
+    "value_runs": "learning.value_runs",
+}
+"""Module of ``offline_graph.data`` -> its place in a sub-package (issue 39)."""
+
 RLLIB_MOVES: dict[str, str] = {
     "accounting": "offline.accounting",
     "acting": "evaluation.acting",
@@ -69,7 +103,7 @@ RLLIB_MOVES: dict[str, str] = {
 
 MOVED: dict[str, tuple[str, ...]] = {
     **{
-        f"offline_graph.{name}": (f"offline_graph.data.{name}",)
+        f"offline_graph.{name}": (f"offline_graph.data.{DATA_MOVES.get(name, name)}",)
         for name in (
             "errors",
             "graph",
@@ -86,8 +120,11 @@ MOVED: dict[str, tuple[str, ...]] = {
             "stats",
         )
     },
-    "offline_graph.episode_codec": ("offline_graph.data.codec", "offline_graph.rllib.offline.episodes"),
-    "offline_graph.files": ("offline_graph.data.files", "offline_graph.jobs.source"),
+    "offline_graph.episode_codec": (
+        "offline_graph.data.episodes.codec",
+        "offline_graph.rllib.offline.episodes",
+    ),
+    "offline_graph.files": ("offline_graph.data.store.files", "offline_graph.jobs.source"),
     "offline_graph.accounting": ("offline_graph.rllib.offline.accounting",),
     "offline_graph.jobs.accounting": ("offline_graph.rllib.offline.accounting",),
     "offline_graph.jobs.spaces": ("offline_graph.env.data_spaces",),
@@ -106,6 +143,8 @@ MOVED: dict[str, tuple[str, ...]] = {
         "offline_graph.cli.experiments.report",
         "offline_graph.bench.experiments.results",
     ),
+    # offline_graph/data/ before its sub-packages (issue 39)
+    **{f"offline_graph.data.{name}": (f"offline_graph.data.{home}",) for name, home in DATA_MOVES.items()},
     # offline_graph/rllib/ before its sub-packages (issue 39); the three old modules whose path
     # is now a sub-package (algorithms, evaluation, ope) forward from that package's __init__
     **{f"offline_graph.rllib.{name}": (f"offline_graph.rllib.{home}",) for name, home in RLLIB_MOVES.items()},

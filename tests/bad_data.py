@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from offline_graph.data.codec import unpack_item
+from offline_graph.data.episodes.codec import unpack_item
 from offline_graph.rllib.offline.episodes import encode_episode
-from offline_graph.data.format import make_metadata
+from offline_graph.data.store.format import make_metadata
 from tests.helpers import write_episode_file
 
 F, D, K = 3, 1, 2

@@ -18,8 +18,8 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from offline_graph.data.graph import GraphDict, dict_to_graph
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.graphs.graph import GraphDict, dict_to_graph
+from offline_graph.data.episodes.validation import EpisodeSpec
 
 F, D, K, MAX_NODES = 3, 2, 4, 6
 GRAPH_SPEC = EpisodeSpec(num_features=F, edge_dim=D, num_actions=K)

@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from offline_graph.data.format import FORMAT_VERSION, METADATA_KEY
-from offline_graph.data.graph import GraphDict
+from offline_graph.data.store.format import FORMAT_VERSION, METADATA_KEY
+from offline_graph.data.graphs.graph import GraphDict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ def make_episode_item(
     truncated: bool = False,
     episode_id: str = "ep0",
 ) -> bytes:
-    """One episode row's ``item`` bytes (via :func:`offline_graph.data.codec.encode_episode`)."""
+    """One episode row's ``item`` bytes (via :func:`offline_graph.data.episodes.codec.encode_episode`)."""
     from offline_graph.rllib.offline.episodes import encode_episode
 
     obs, acts, rews = make_episode(sizes, actions, rewards, F=F, D=D, seed=seed)
@@ -91,8 +91,8 @@ def two_episode_transitions() -> Any:
     """Transitions of two episodes of chain graphs (``x`` = a tag per step): episode A, rows
     0..4, node counts 3,3,3,4,4, tags 10..14; episode B, rows 5..7, 2 nodes, tags 20..22.
     Actions = the step index, rewards 1, both terminated, gamma 1."""
-    from offline_graph.data.columns import GraphColumns
-    from offline_graph.data.transitions import Transitions
+    from offline_graph.data.graphs.columns import GraphColumns
+    from offline_graph.data.learning.transitions import Transitions
 
     def chain(n: int, tag: float) -> GraphDict:
         ei = np.array([np.arange(n - 1), np.arange(1, n)], np.int64).reshape(2, -1)

@@ -19,7 +19,7 @@ from gymnasium.spaces import Box
 from ray.rllib.models.preprocessors import get_preprocessor
 from ray.rllib.utils.spaces.repeated import Repeated
 
-from offline_graph.data.codec import decode_state
+from offline_graph.data.episodes.codec import decode_state
 from offline_graph.jobs.migrate import MigrateConfig, migrate
 
 F, D, N_MAX, E_MAX, K = 3, 2, 6, 9, 4

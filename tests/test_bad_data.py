@@ -12,7 +12,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 import offline_graph
 from offline_graph import GNNModule, GraphOfflinePreLearner, OfflineGraphError
 from offline_graph.jobs.convert import ConvertConfig, convert
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.episodes.validation import EpisodeSpec
 from tests.bad_data import D, F, FILE_DAMAGE, K, ROW_DAMAGE, good, write_items
 
 OBS = gym.spaces.Graph(

@@ -11,7 +11,7 @@ import pytest
 from offline_graph.bench.case_frames import frame_rows, measure_layouts
 from offline_graph.bench.harness import tensor_bytes
 from offline_graph.cli.bench import format_table
-from offline_graph.data.sequences import collate_runs, runs_to_arrow
+from offline_graph.data.learning.sequences import collate_runs, runs_to_arrow
 from tests.helpers import FixedRows, two_episode_transitions
 
 

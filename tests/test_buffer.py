@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from offline_graph.data.buffer import TransitionBuffer
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.learning.buffer import TransitionBuffer
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.transitions import Transitions
+from offline_graph.data.learning.transitions import Transitions
 
 
 def chunk(base: int, n: int) -> Transitions:

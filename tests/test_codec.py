@@ -11,11 +11,11 @@ from gymnasium.spaces import GraphInstance
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from offline_graph.data.codec import decode_state
+from offline_graph.data.episodes.codec import decode_state
 from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.data.errors import DecodeError, FormatVersionError
-from offline_graph.data.format import read_file_metadata
-from offline_graph.data.graph import dict_to_graph, graph_to_dict
+from offline_graph.data.store.format import read_file_metadata
+from offline_graph.data.graphs.graph import dict_to_graph, graph_to_dict
 from offline_graph.jobs.recording import (
     DEFAULT_ENV,
     RecordJob,
@@ -24,8 +24,8 @@ from offline_graph.jobs.recording import (
     record_file,
     run_episode,
 )
-from offline_graph.data.stats import collect
-from offline_graph.data.validation import EpisodeSpec, validate_episode
+from offline_graph.data.analysis.stats import collect
+from offline_graph.data.episodes.validation import EpisodeSpec, validate_episode
 from tests.helpers import make_episode, make_episode_item, make_graph, write_episode_file
 
 
@@ -210,7 +210,7 @@ def test_wrong_format_version_names_file_and_fix(tmp_path):
 
 @pytest.mark.parametrize("raw", [b"[1, 2]", b'"episodes"', b"7"])
 def test_metadata_that_is_json_but_not_an_object_names_the_file(tmp_path, raw):
-    from offline_graph.data.format import METADATA_KEY, parse_metadata
+    from offline_graph.data.store.format import METADATA_KEY, parse_metadata
 
     with pytest.raises(FormatVersionError) as info:
         parse_metadata({METADATA_KEY: raw}, file="f.parquet")
@@ -222,7 +222,7 @@ def test_metadata_that_is_json_but_not_an_object_names_the_file(tmp_path, raw):
 def test_numpy_scalar_end_flags_and_counters_as_rllib_recorders_store_them():
     """RLlib's recorders write ``np.bool_`` end flags and ``np.int64`` counters: raw decoding
     sees their msgpack-numpy maps, which are the values, not corrupt rows."""
-    from offline_graph.data.codec import flag, integer
+    from offline_graph.data.episodes.codec import flag, integer
 
     values = {"t": np.bool_(True), "f": np.bool_(False), "n": np.int64(3)}
     raw = msgpack.unpackb(msgpack.packb(values, default=msgpack_numpy.encode), raw=False)

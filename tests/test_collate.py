@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch_geometric.data import Batch, Data
 
-from offline_graph.data.collate import collate, uncollate
-from offline_graph.data.columns import GraphColumns, ragged_gather_index
+from offline_graph.data.graphs.collate import collate, uncollate
+from offline_graph.data.graphs.columns import GraphColumns, ragged_gather_index
 
 
 def two_graphs(with_attr: bool) -> GraphColumns:

@@ -13,11 +13,11 @@ import ray
 from offline_graph.jobs.conversion import REPORT_NAME
 from offline_graph.jobs.convert import ConvertConfig, ConvertEpisodes, convert
 from offline_graph.rllib.offline.episodes import encode_episode
-from offline_graph.data.format import read_file_metadata
-from offline_graph.data.reader import read_episodes
+from offline_graph.data.store.format import read_file_metadata
+from offline_graph.data.episodes.reader import read_episodes
 from offline_graph.rllib.offline.collate_fn import GraphCollateFn
-from offline_graph.data.transitions import Transitions
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.learning.transitions import Transitions
+from offline_graph.data.episodes.validation import EpisodeSpec
 from tests.helpers import write_episode_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]  # conftest.py: one 2-CPU Ray

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.episodes.validation import EpisodeSpec
 from offline_graph.rllib.offline.episodes import encode_episode
 from tests.helpers import write_episode_file
 

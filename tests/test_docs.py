@@ -196,9 +196,9 @@ def check_readme(run: PageRun) -> None:
     """The first config, then the WIS estimate: a weighted mean of the logged returns (within
     their range), the behaviour cloned (sample_data has no action_logp)."""
     check_first_config(PageRun(run.cwd, "\n".join(run.lines[:-1]), run.setup))
-    from offline_graph.data.logged import load_logged
-    from offline_graph.data.reader import spec_from_spaces
-    from offline_graph.data.space_text import graph_space
+    from offline_graph.data.episodes.logged import load_logged
+    from offline_graph.data.episodes.reader import spec_from_spaces
+    from offline_graph.data.graphs.space_text import graph_space
 
     words = run.lines[-1].replace("[", " ").replace("]", " ").replace(",", " ").split()
     assert words[0] == "wis" and words[-1] == "bc", run.lines[-1]
@@ -216,7 +216,7 @@ def check_own_data(run: PageRun) -> None:
 
 def check_multi_agent(run: PageRun) -> None:
     """Train on the Team-v0 recording, then write your own multi-agent episodes."""
-    from offline_graph.data.multi_agent import decode_multi_agent, unpack
+    from offline_graph.data.episodes.multi_agent import decode_multi_agent, unpack
     import pyarrow.parquet as pq
 
     losses, space, counts = run.lines[-4:-1]
@@ -327,7 +327,7 @@ def test_wrapper_block_wraps_a_networkx_env() -> None:
     """Node and edge actions, "Wrapping a third-party env": the wrapper on a networkx env."""
     import numpy as np
 
-    from offline_graph.data.graph import space_sizes
+    from offline_graph.data.graphs.graph import space_sizes
     from offline_graph.env.making import observe
 
     text = (DOCS / "guides" / "node-edge-actions.md").read_text()

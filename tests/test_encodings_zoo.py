@@ -24,12 +24,12 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 import offline_graph
 from offline_graph import GNNModule, GraphOfflinePreLearner, GraphValidationError, NodeAction
-from offline_graph.data.codec import decode_state
-from offline_graph.data.columns import GraphColumns
-from offline_graph.data.fast_episode import fast_block, fast_episode
-from offline_graph.data.reader import ReadStats, read_transitions
-from offline_graph.data.transitions import Transitions, transition_schema
-from offline_graph.data.validation import EpisodeSpec, validate_episode
+from offline_graph.data.episodes.codec import decode_state
+from offline_graph.data.graphs.columns import GraphColumns
+from offline_graph.data.episodes.fast_episode import fast_block, fast_episode
+from offline_graph.data.episodes.reader import ReadStats, read_transitions
+from offline_graph.data.learning.transitions import Transitions, transition_schema
+from offline_graph.data.episodes.validation import EpisodeSpec, validate_episode
 from offline_graph.rllib.offline.reading import choose_reading
 from tests.encodings import (
     GAMMA,

@@ -24,7 +24,7 @@ from offline_graph.env import (
     make_policy,
     random_policy,
 )
-from offline_graph.data.graph import graph_to_dict
+from offline_graph.data.graphs.graph import graph_to_dict
 
 
 def _graph(colors: list[int], edges: list[tuple[int, int]], k: int, noise: float = 0.0):

@@ -13,7 +13,7 @@ import torch
 
 import offline_graph
 from offline_graph.cli import record
-from offline_graph.data.graph import space_sizes
+from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.rllib.env.env_runner import GraphEnvRunner
 from offline_graph.rllib.core.stepwise import StepStates
 

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offline_graph.data.codec import decode_state
+from offline_graph.data.episodes.codec import decode_state
 from offline_graph.rllib.offline.episodes import encode_episode
-from offline_graph.data.fast_episode import fast_episode
-from offline_graph.data.validation import EpisodeSpec, validate_episode
+from offline_graph.data.episodes.fast_episode import fast_episode
+from offline_graph.data.episodes.validation import EpisodeSpec, validate_episode
 
 
 def episode(sizes, edim, seed=0, dtype=np.float32):
@@ -123,8 +123,8 @@ def test_numpy_scalar_actions_and_rewards_read_like_python_numbers() -> None:
     import msgpack_numpy as mnp
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-    from offline_graph.data.fast_episode import scalar_column
-    from offline_graph.data.reader import ReadStats, read_transitions
+    from offline_graph.data.episodes.fast_episode import scalar_column
+    from offline_graph.data.episodes.reader import ReadStats, read_transitions
 
     def graph(n: int) -> dict:
         return {"x": np.full((n, 3), n, np.float32), "edge_index": np.array([[0], [n - 1]], np.int64)}

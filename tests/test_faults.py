@@ -209,7 +209,7 @@ and write tasks (with the default 128 MiB it is one block, one task, one file)."
 
 def convert_to(data: str, out: str) -> dict:
     """``convert`` of ``data`` into ``out`` with ``SMALL_BLOCK`` blocks; the report."""
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.reader import spec_from_spaces
     from offline_graph.jobs.convert import ConvertConfig, convert
 
     ctx = ray.data.DataContext.get_current()

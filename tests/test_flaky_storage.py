@@ -3,7 +3,7 @@ requests to a real S3 server (moto) give the same bytes and the same accounting 
 without faults; an endpoint that is down for good ends in one line naming the URI.
 
 The proxy (tests/s3_faults.py) answers 503 SlowDown, resets the connection or delays the
-response; our file systems retry (offline_graph.data.storage: OFFLINE_GRAPH_S3_MAX_ATTEMPTS,
+response; our file systems retry (offline_graph.data.store.storage: OFFLINE_GRAPH_S3_MAX_ATTEMPTS,
 OFFLINE_GRAPH_S3_RETRY_MODE, here 10 attempts with the fast backoff). The variables are set
 before Ray starts, so its workers (record tasks, convert tasks, RLlib's data readers) get them.
 """
@@ -19,9 +19,9 @@ import hypothesis  # noqa: F401  (imported early: see tests/test_object_storage.
 import pyarrow.fs as pafs
 import pytest
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError, StorageError
-from offline_graph.data.files import list_files
+from offline_graph.data.store.files import list_files
 from tests.helpers import run_cli
 from tests.s3_faults import FaultProxy, free_port, moto_server
 
@@ -113,7 +113,7 @@ def test_record_through_faults_writes_the_same_bytes(flaky, recorded):
 def converted(flaky, recorded):
     """The episodes converted bucket -> bucket through the proxy (a truncated file next to
     them, skipped and counted) and local -> local; (reports, output URI, output dir)."""
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.reader import spec_from_spaces
     from offline_graph.env.data_spaces import resolve_spaces
     from offline_graph.jobs.convert import ConvertConfig, convert
 
@@ -206,7 +206,7 @@ def test_every_attempt_reaches_the_proxy_also_after_pickling(moto_url, monkeypat
 def test_damaged_footer_in_the_bucket_is_a_rejected_file_not_a_storage_error(moto_url, monkeypatch):
     """pyarrow raises a plain OSError for a garbled footer too ("Couldn't deserialize
     thrift"): only failed S3 requests ("AWS Error") become StorageError."""
-    from offline_graph.data.files import scan_files
+    from offline_graph.data.store.files import scan_files
     from tests.helpers import ROOT
 
     for key, value in {**ENV, "AWS_ENDPOINT_URL": moto_url}.items():

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from offline_graph import estimate_value
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.logged import load_logged
-from offline_graph.data.reader import spec_from_spaces
+from offline_graph.data.episodes.logged import load_logged
+from offline_graph.data.episodes.reader import spec_from_spaces
 from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.rllib.ope.fqe import FQESettings, fit_fqe
 from offline_graph.rllib.ope.ope_policy import target_choices

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import example, given
 
 from offline_graph.data.errors import GraphValidationError, OfflineGraphError
-from offline_graph.data.multi_agent import read_agent_episodes
-from offline_graph.data.reader import ReadStats, read_transitions
-from offline_graph.data.validation import EpisodeSpec, values_ok
+from offline_graph.data.episodes.multi_agent import read_agent_episodes
+from offline_graph.data.episodes.reader import ReadStats, read_transitions
+from offline_graph.data.episodes.validation import EpisodeSpec, values_ok
 from tests.fuzz import (
     D,
     F,

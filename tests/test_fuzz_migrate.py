@@ -23,8 +23,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from offline_graph.data.errors import OfflineGraphError
-from offline_graph.data.reader import read_transitions
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.episodes.reader import read_transitions
+from offline_graph.data.episodes.validation import EpisodeSpec
 from offline_graph.jobs.old_rows import unpack_array
 from tests.fuzz import FUZZ, Draws, VALUES, bounded, count, fuzz_report, mutate_bytes, nested
 from tests.migrate_data import D, F, OFF_X, make_recording, read_output, run, write_json_rows, write_parquet

@@ -12,10 +12,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from offline_graph.data.errors import OfflineGraphError
-from offline_graph.data.reader import read_transitions
-from offline_graph.data.row_checks import check_rows
-from offline_graph.data.transitions import Transitions, table_to_batch
-from offline_graph.data.validation import EpisodeSpec, values_ok
+from offline_graph.data.episodes.reader import read_transitions
+from offline_graph.data.episodes.row_checks import check_rows
+from offline_graph.data.learning.transitions import Transitions, table_to_batch
+from offline_graph.data.episodes.validation import EpisodeSpec, values_ok
 from tests.fuzz import D, F, FUZZ, INTS, K, bounded, count, episode_state, fuzz_report, pack, single_row
 
 SPEC = EpisodeSpec(F, D, K)

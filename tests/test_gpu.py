@@ -7,11 +7,11 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from offline_graph import GNNModule
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.env import GraphEnv
-from offline_graph.data.graph import graph_to_dict
+from offline_graph.data.graphs.graph import graph_to_dict
 from offline_graph.rllib.offline.collate_fn import GraphCollateFn
-from offline_graph.data.transitions import Transitions
+from offline_graph.data.learning.transitions import Transitions
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 

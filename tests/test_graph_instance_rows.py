@@ -11,10 +11,10 @@ from gymnasium.spaces import GraphInstance
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from offline_graph import GraphValidationError
-from offline_graph.data.codec import decode_state
-from offline_graph.data.fast_episode import fast_block, fast_episode
-from offline_graph.data.reader import read_transitions
-from offline_graph.data.validation import EpisodeSpec, validate_episode
+from offline_graph.data.episodes.codec import decode_state
+from offline_graph.data.episodes.fast_episode import fast_block, fast_episode
+from offline_graph.data.episodes.reader import read_transitions
+from offline_graph.data.episodes.validation import EpisodeSpec, validate_episode
 from tests.encodings import pack
 
 SPEC = EpisodeSpec(num_features=3, edge_dim=2, num_actions=2)

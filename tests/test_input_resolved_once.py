@@ -4,7 +4,7 @@ The commands run in this process (``offline_graph.cli.<command>.main``) on a cop
 ``sample_data/expert`` (2 files of 60 episodes; the metadata names the env, whose spaces they are)
 and on the same files without our metadata ("foreign": RLlib-written episodes, where the
 multi-agent probe reads the first row and the spaces are inferred from the first 64
-episodes). Each call of an :mod:`offline_graph.data.storage` function on a location inside
+episodes). Each call of an :mod:`offline_graph.data.store.storage` function on a location inside
 the input is counted. Counts before (the code of issue 39, measured with this harness) and
 after (:class:`offline_graph.env.data_input.DataInput`, made once and handed on):
 
@@ -51,7 +51,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data", "expert")
 COUNTED = ("list_dir", "entries", "exists", "is_dir", "open_input_file", "read_bytes", "size")

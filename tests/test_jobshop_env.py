@@ -11,7 +11,7 @@ import pytest
 
 import offline_graph.env  # noqa: F401  (registers the env ids)
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import graph_to_dict
+from offline_graph.data.graphs.graph import graph_to_dict
 from offline_graph.env.jobshop import JOBSHOP_FEATURES, JobShopConfig, JobShopEnv
 from offline_graph.env.jobshop_instances import (
     TAILLARD_GROUPS,

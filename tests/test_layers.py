@@ -33,8 +33,8 @@ def test_core_imports_no_ray_or_torch_in_a_fresh_interpreter() -> None:
 
 
 def test_old_module_paths_forward_to_the_new_homes() -> None:
-    from offline_graph.data.collate import collate
-    from offline_graph.data.spaces import NodeAction
+    from offline_graph.data.graphs.collate import collate
+    from offline_graph.data.graphs.spaces import NodeAction
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -45,14 +45,14 @@ def test_old_module_paths_forward_to_the_new_homes() -> None:
     assert old_collate is collate
     assert old_node_action is NodeAction
     assert [w.category for w in caught] == [DeprecationWarning, DeprecationWarning]
-    assert "offline_graph.data.collate.collate" in str(caught[0].message)
+    assert "offline_graph.data.graphs.collate.collate" in str(caught[0].message)
 
 
 def test_a_pickle_naming_an_old_path_loads() -> None:
-    from offline_graph.data.spaces import NodeAction
+    from offline_graph.data.graphs.spaces import NodeAction
 
     blob = pickle.dumps(NodeAction(7), protocol=0).replace(
-        b"offline_graph.data.spaces", b"offline_graph.spaces"
+        b"offline_graph.data.graphs.spaces", b"offline_graph.spaces"
     )
     assert b"offline_graph.spaces" in blob
     with warnings.catch_warnings():
@@ -68,7 +68,7 @@ def test_unknown_name_on_an_old_path_says_where_it_moved() -> None:
         old_graph.no_such_name  # noqa: B018
     except AttributeError as err:
         assert str(err).startswith(
-            "offline_graph.graph: 'no_such_name' must be a name of offline_graph.data.graph"
+            "offline_graph.graph: 'no_such_name' must be a name of offline_graph.data.graphs.graph"
         )
     else:
         raise AssertionError("no AttributeError")
@@ -117,4 +117,22 @@ def test_experiment_program_paths_from_before_the_runner_still_work() -> None:
         from offline_graph.cli.ma_experiment import main as old_team  # type: ignore[import-not-found]
         from offline_graph.cli.stitch_experiment import main as old_stitch  # type: ignore[import-not-found]
     assert (old_team, old_stitch) == (team.main, stitch.main)
+    assert [w.category for w in caught] == [DeprecationWarning] * 2
+
+
+def test_data_module_paths_from_before_the_sub_packages_still_work() -> None:
+    """Issue 39: ``offline_graph.data.<module>`` (30 flat modules) -> ``data.<room>.<module>``;
+    a checkpoint's pickled ``NodeAction`` under ``offline_graph.data.spaces`` still loads."""
+    from offline_graph.data.graphs.collate import collate
+    from offline_graph.data.graphs.spaces import NodeAction
+
+    blob = pickle.dumps(NodeAction(5), protocol=0).replace(
+        b"offline_graph.data.graphs.spaces", b"offline_graph.data.spaces"
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from offline_graph.data.collate import collate as old_collate  # type: ignore[import-not-found]
+
+        space = pickle.loads(blob)
+    assert old_collate is collate and type(space) is NodeAction and space == NodeAction(5)
     assert [w.category for w in caught] == [DeprecationWarning] * 2

@@ -12,9 +12,9 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 import offline_graph
 from offline_graph.data.errors import OfflineGraphError
-from offline_graph.data.format import read_file_metadata
-from offline_graph.data.stats import format_table, inspect_path
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.store.format import read_file_metadata
+from offline_graph.data.analysis.stats import format_table, inspect_path
+from offline_graph.data.episodes.validation import EpisodeSpec
 from offline_graph.jobs.conversion import REPORT_NAME
 from offline_graph.jobs.convert import ConvertConfig, convert
 from offline_graph.jobs.ma_convert import MA_SCHEMA

@@ -16,7 +16,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.jobs.recording import episode_seeds
 from offline_graph.rllib.evaluation import evaluate as evaluation
 from offline_graph.rllib.evaluation.acting import normalized_score

@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 
 import offline_graph
-from offline_graph.data.format import read_file_metadata
-from offline_graph.data.graph import graph_to_dict
-from offline_graph.data.multi_agent import decode_multi_agent, unpack
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.store.format import read_file_metadata
+from offline_graph.data.graphs.graph import graph_to_dict
+from offline_graph.data.episodes.multi_agent import decode_multi_agent, unpack
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.env.team import TeamEnv, team_expert
 from offline_graph.jobs.recording import RecordJob, episode_seeds, record_file
 from offline_graph.cli import record as record_cli

@@ -13,7 +13,7 @@ import pytest
 from offline_graph.cli import evaluate, ma_train, record, train
 from offline_graph.cli.train import parse_args
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.files import scan_files
+from offline_graph.data.store.files import scan_files
 
 ENV = "offline_graph/Team-v0"
 

@@ -13,8 +13,8 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.space_text import graph_space
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.graphs.space_text import graph_space
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.rllib.core.gnn_module import GNNModule
 
 F, D, K, H = 3, 2, 4, 8

@@ -102,7 +102,7 @@ def test_memory_modules_train_and_act_step_by_step(
 
 def test_converted_rows_give_the_same_runs(ray_session, recall_data, tmp_path) -> None:
     """No re-recording: converted rows (eps_id, t) rebuild the episodes' runs."""
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.reader import spec_from_spaces
     from offline_graph.jobs.convert import ConvertConfig, convert
 
     env = RecallEnv()

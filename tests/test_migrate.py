@@ -21,8 +21,8 @@ from gymnasium.spaces import Box
 from ray.rllib.models.preprocessors import get_preprocessor
 
 from offline_graph.data.errors import ConfigError, GraphValidationError, SchemaError
-from offline_graph.data.format import read_file_metadata
-from offline_graph.data.migrate import layout_from_space, unpad
+from offline_graph.data.store.format import read_file_metadata
+from offline_graph.data.migration.migrate import layout_from_space, unpad
 from offline_graph.jobs.migrate import REPORT_NAME
 from tests.migrate_data import (
     BAD,
@@ -296,7 +296,7 @@ def test_bc_trains_one_iteration_on_migrated_episodes(ray_session, tmp_path):
 
     import offline_graph
     from offline_graph import GNNModule, GraphOfflinePreLearner
-    from offline_graph.data.space_text import graph_space
+    from offline_graph.data.graphs.space_text import graph_space
 
     _, rows = make_recording(seed=8, episodes=12)
     run(write_parquet(rows, tmp_path / "old.parquet"), tmp_path / "new", action_space=gym.spaces.Discrete(K))

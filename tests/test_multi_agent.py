@@ -17,10 +17,10 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 import offline_graph
 from offline_graph.data.errors import ConfigError, GraphValidationError, SchemaError
-from offline_graph.data.format import parse_metadata
-from offline_graph.data.multi_agent import decode_multi_agent, unpack
-from offline_graph.data.space_text import graph_space
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.store.format import parse_metadata
+from offline_graph.data.episodes.multi_agent import decode_multi_agent, unpack
+from offline_graph.data.graphs.space_text import graph_space
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 

@@ -14,9 +14,9 @@ import hypothesis  # noqa: F401  (see below)
 import pyarrow.fs as pafs
 import pytest
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import FormatVersionError
-from offline_graph.data.files import list_files, scan_files
+from offline_graph.data.store.files import list_files, scan_files
 from offline_graph.jobs.convert import ConvertEpisodes
 from tests.s3_faults import moto_server
 
@@ -88,7 +88,7 @@ def test_storage_helper_lists_reads_and_writes_uris(s3_env):
 
 
 def test_schemes_pyarrow_lacks_go_through_fsspec():
-    from offline_graph.data.format import write_episode_file
+    from offline_graph.data.store.format import write_episode_file
 
     storage.write_bytes("memory://og/x/a.json", b"{}")
     write_episode_file("memory://og/eps/e.parquet", [b"x"])
@@ -112,7 +112,7 @@ def test_bad_file_in_bucket_raise_names_uri_and_skip_counts(s3_env):
 
 
 def test_inspect_reads_a_bucket(s3_env):
-    from offline_graph.data.stats import collect
+    from offline_graph.data.analysis.stats import collect
 
     base = f"{s3_env}/inspect"
     upload(SAMPLE, base)
@@ -165,7 +165,7 @@ def test_record_convert_bucket_to_bucket_then_train(s3_env, s3_ray, tmp_path):
     from offline_graph.jobs.convert import ConvertConfig, convert
     from offline_graph.jobs.recording import plan_jobs, record
     from offline_graph.env.data_spaces import resolve_spaces
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.reader import spec_from_spaces
 
     eps = f"{s3_env}/run/episodes"
     jobs = plan_jobs(
@@ -261,8 +261,8 @@ def test_multi_agent_episodes_written_to_a_bucket_inspect_and_train(s3_env, s3_r
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
     import offline_graph
-    from offline_graph.data.space_text import graph_space
-    from offline_graph.data.stats import inspect_path
+    from offline_graph.data.graphs.space_text import graph_space
+    from offline_graph.data.analysis.stats import inspect_path
 
     def graph(n: int, f: int) -> dict:
         return {"x": np.ones((n, f), np.float32), "edge_index": np.array([[0], [n - 1]], np.int64)}

@@ -24,8 +24,8 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 
 import offline_graph
 from offline_graph import ConfigError, GNNModule
-from offline_graph.data.collate import collate
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.collate import collate
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.rllib.core.graph_minibatch import GraphMiniBatchIterator, select_graphs
 from offline_graph.rllib.algorithms.online import configure_online, load_module_weights
 from offline_graph.rllib.algorithms.ppo_learner import GraphPPOTorchLearner

@@ -20,8 +20,8 @@ from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
 from offline_graph import estimate_value
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.space_text import graph_space
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.graphs.space_text import graph_space
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.rllib.core.gnn_module import GNNModule
 from tests.helpers import make_graph, write_episode_file
@@ -78,8 +78,8 @@ def logged_episodes(path, episodes: int = 48, logp: bool = True, seed: int = 0) 
 
 
 def actions_per_episode(path: str) -> np.ndarray:
-    from offline_graph.data.logged import load_logged
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.logged import load_logged
+    from offline_graph.data.episodes.reader import spec_from_spaces
 
     logged = load_logged(path, spec_from_spaces(SPACE, gym.spaces.Discrete(2)))
     return np.add.reduceat(logged.trans.actions, logged.ptr[:-1]).astype(float)
@@ -174,8 +174,8 @@ def test_hold_dr_by_hand() -> None:
 
 
 def test_node_action_target_probabilities_and_fqe_shapes(tmp_path) -> None:
-    from offline_graph.data.logged import load_logged
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.logged import load_logged
+    from offline_graph.data.episodes.reader import spec_from_spaces
     from offline_graph.rllib.ope.ope_policy import target_choices
 
     space = graph_space(2, None)

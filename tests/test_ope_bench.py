@@ -8,8 +8,8 @@ import pytest
 from offline_graph.bench.case_ope import true_value
 from offline_graph.bench.ope_protocol import metrics, spearman, true_values
 from offline_graph.bench.ope_targets import expert_mixture_module
-from offline_graph.data.columns import GraphColumns
-from offline_graph.data.graph import graph_to_dict
+from offline_graph.data.graphs.columns import GraphColumns
+from offline_graph.data.graphs.graph import graph_to_dict
 from offline_graph.env.making import make_env
 from offline_graph.env.next_hop import next_hop_expert
 from offline_graph.rllib.ope.ope_policy import target_choices
@@ -87,8 +87,8 @@ def test_spearman() -> None:
 def test_protocol_runs_only_the_methods_asked_for(tmp_path) -> None:
     from offline_graph.bench.ope_protocol import evaluate_seed, record_logs, run
     from offline_graph.data.errors import ConfigError
-    from offline_graph.data.logged import load_logged
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.logged import load_logged
+    from offline_graph.data.episodes.reader import spec_from_spaces
 
     key = "offline_graph/Graph-v0"
     record_logs(key, 0.5, 7, 20, str(tmp_path))

@@ -15,7 +15,7 @@ import pytest
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 import offline_graph
-from offline_graph.data.format import write_episode_file
+from offline_graph.data.store.format import write_episode_file
 from offline_graph.rllib.offline.episodes import multi_agent_state
 from tests.ope_outside2_data import ACT2, OBS1, edgeless, outside, sizes
 

@@ -1,11 +1,11 @@
-"""The pure OPE estimators (offline_graph.data.ope) on tiny episodes computed by hand."""
+"""The pure OPE estimators (offline_graph.data.analysis.ope) on tiny episodes computed by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from offline_graph.data import ope
+from offline_graph.data.analysis import ope
 from offline_graph.data.errors import ConfigError
 
 # Two episodes, gamma 0.5: episode 0 rewards [1, 2] ratios [2, 0.5]; episode 1 reward [3] ratio [0.5].

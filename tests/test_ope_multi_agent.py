@@ -18,7 +18,7 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 import offline_graph
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.space_text import graph_space
+from offline_graph.data.graphs.space_text import graph_space
 from tests.helpers import make_graph
 from tests.test_ope import SPACE, fixed
 
@@ -220,7 +220,7 @@ def test_an_agent_logp_longer_than_its_steps_is_named(tmp_path) -> None:
     import msgpack_numpy
     import pyarrow.parquet as pq
 
-    from offline_graph.data.codec import unpack_item
+    from offline_graph.data.episodes.codec import unpack_item
 
     ep, _ = episode(0, np.random.default_rng(0))
     offline_graph.write_episodes(

@@ -12,8 +12,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 import offline_graph
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.logged import held_out_episodes, load_logged
-from offline_graph.data.reader import spec_from_spaces
+from offline_graph.data.episodes.logged import held_out_episodes, load_logged
+from offline_graph.data.episodes.reader import spec_from_spaces
 from offline_graph.rllib.core.gnn_module import GNNModule
 from offline_graph.rllib.ope.ope_runner import GraphOPERunner, late_offline_evaluation
 from tests.test_ope import SPACE, logged_episodes

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.format import read_file_metadata
-from offline_graph.data.holdout import held_out
+from offline_graph.data.store.format import read_file_metadata
+from offline_graph.data.episodes.holdout import held_out
 from offline_graph.env.data_spaces import resolve_spaces
 from tests.helpers import write_episode_file
 
@@ -185,8 +185,8 @@ def prelearner(outside: str, read_episodes: bool):
 
 
 def test_prelearner_never_trains_on_held_out_episodes(outside):
-    from offline_graph.data.reader import read_episodes, spec_from_spaces
-    from offline_graph.data.transitions import Transitions
+    from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.learning.transitions import Transitions
 
     items = [outside_item(i) for i in range(EPISODES)]
     pre = prelearner(outside, read_episodes=True)
@@ -218,8 +218,8 @@ def test_convert_and_train_outside_episodes_without_flags(ray_session, outside, 
     from offline_graph.cli import convert as convert_cli
     from offline_graph.cli import evaluate as evaluate_cli
     from offline_graph.cli import train as train_cli
-    from offline_graph.data.collate import collate
-    from offline_graph.data.columns import GraphColumns
+    from offline_graph.data.graphs.collate import collate
+    from offline_graph.data.graphs.columns import GraphColumns
     from offline_graph.rllib.evaluation.evaluate import restore_module
 
     rows = str(tmp_path / "rows")

@@ -167,8 +167,8 @@ def test_raise_and_skip_modes(tmp_path):
 
 
 def test_converted_rows_pass_through(tmp_path):
-    from offline_graph.data.reader import read_episodes, spec_from_spaces
-    from offline_graph.data.transitions import Transitions
+    from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.learning.transitions import Transitions
 
     eps = read_episodes(items(2, 3), [None, None], spec_from_spaces(OBS_SPACE, ACT_SPACE))
     table = Transitions.from_episodes(eps, 0.99).to_arrow()
@@ -232,9 +232,9 @@ def test_graph_algorithm_build_names_every_missing_setting(tmp_path):
 def test_marwil_gamma_must_match_the_converted_rows(tmp_path):
     import pyarrow.parquet as pq
 
-    from offline_graph.data.format import make_metadata
-    from offline_graph.data.reader import read_episodes, spec_from_spaces
-    from offline_graph.data.transitions import Transitions
+    from offline_graph.data.store.format import make_metadata
+    from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.learning.transitions import Transitions
 
     eps = read_episodes(items(1, 2), [None], spec_from_spaces(OBS_SPACE, ACT_SPACE))
     table = Transitions.from_episodes(eps, 0.5).to_arrow()

@@ -7,16 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offline_graph.data.columns import GraphColumns, counts_to_ptr
-from offline_graph.data.codec import decode_state
+from offline_graph.data.graphs.columns import GraphColumns, counts_to_ptr
+from offline_graph.data.episodes.codec import decode_state
 from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.data.errors import OfflineGraphError
-from offline_graph.data.fast_episode import fast_block
-from offline_graph.data.files import scan_files
+from offline_graph.data.episodes.fast_episode import fast_block
+from offline_graph.data.store.files import scan_files
 from offline_graph.jobs.source import episode_source
-from offline_graph.data.reader import FAST_CHUNK, ReadStats, read_transitions
-from offline_graph.data.transitions import Transitions
-from offline_graph.data.validation import EpisodeSpec, validate_episode, values_ok
+from offline_graph.data.episodes.reader import FAST_CHUNK, ReadStats, read_transitions
+from offline_graph.data.learning.transitions import Transitions
+from offline_graph.data.episodes.validation import EpisodeSpec, validate_episode, values_ok
 from tests.helpers import write_episode_file
 
 

@@ -12,7 +12,7 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from offline_graph import GNNModule, GraphValidationError
-from offline_graph.data.reader import spec_from_spaces
+from offline_graph.data.episodes.reader import spec_from_spaces
 from offline_graph.rllib.offline.reading import (
     EpisodeTransitions,
     MemoryRuns,

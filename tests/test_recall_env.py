@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from offline_graph.data.codec import decode_state
+from offline_graph.data.episodes.codec import decode_state
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import graph_to_dict
+from offline_graph.data.graphs.graph import graph_to_dict
 from offline_graph.env import RECALL_ID, RecallConfig, RecallEnv, recall_expert
 
 K = 4

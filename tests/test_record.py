@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.format import read_file_metadata
+from offline_graph.data.store.format import read_file_metadata
 from offline_graph.jobs.recording import RecordJob, record_file
 from offline_graph.cli import inspect_data as inspect_cli
 from offline_graph.cli import record as record_cli

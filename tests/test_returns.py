@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from offline_graph.data.returns import discounted_returns
+from offline_graph.data.learning.returns import discounted_returns
 
 
 def test_three_step_episode_by_hand():

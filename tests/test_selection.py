@@ -14,7 +14,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from offline_graph import EdgeAction, GraphValidationError, NodeAction, collate
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.rllib.core.gnn_module import GNNModule
 from offline_graph.rllib.core.selection import (

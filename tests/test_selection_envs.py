@@ -23,8 +23,8 @@ from offline_graph.env import (
 from offline_graph.env.grow_tree import grow_tree_choices, grow_tree_expert
 from offline_graph.env.next_hop import next_hop_choices, next_hop_expert
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import graph_to_dict
-from offline_graph.data.spaces import EdgeAction, NodeAction
+from offline_graph.data.graphs.graph import graph_to_dict
+from offline_graph.data.graphs.spaces import EdgeAction, NodeAction
 
 R2 = float(np.float32(math.sqrt(0.5)))  # length of a (0.5, 0.5) diagonal, as stored (float32)
 

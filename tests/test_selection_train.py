@@ -68,7 +68,7 @@ def read_file(path: str, level: str):
     """The validated episodes of one episode file."""
     import pyarrow.parquet as pq
 
-    from offline_graph.data.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
     from offline_graph.jobs.recording import make_env
 
     env = make_env(ENVS[level])
@@ -145,7 +145,7 @@ def make_config(level: str, num_learners: int, path: str, algo: str = "bc"):
 
 
 def eval_observations(env, n: int = 12):
-    from offline_graph.data.graph import space_sizes
+    from offline_graph.data.graphs.graph import space_sizes
     from offline_graph.jobs.recording import observe
 
     _, edge_dim = space_sizes(env.observation_space)

@@ -1,11 +1,11 @@
-"""Runs for memory modules (offline_graph.data.sequences): chunks, context, the run rows and
+"""Runs for memory modules (offline_graph.data.learning.sequences): chunks, context, the run rows and
 the learner batch (prev / seq_pos / node_prev / target), each graph once. Hand-computed."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from offline_graph.data.sequences import collate_runs, runs_to_arrow, sample_runs, segment_starts
+from offline_graph.data.learning.sequences import collate_runs, runs_to_arrow, sample_runs, segment_starts
 from tests.helpers import FixedRows, two_episode_transitions
 
 

@@ -6,10 +6,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from offline_graph.data.codec import RawEpisode
+from offline_graph.data.episodes.codec import RawEpisode
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.space_text import graph_space, infer_spaces, parse_space, space_text
-from offline_graph.data.spaces import EdgeAction, NodeAction
+from offline_graph.data.graphs.space_text import graph_space, infer_spaces, parse_space, space_text
+from offline_graph.data.graphs.spaces import EdgeAction, NodeAction
 
 
 def test_texts_build_the_spaces_and_back() -> None:

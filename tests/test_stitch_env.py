@@ -17,8 +17,8 @@ from gymnasium.utils.env_checker import check_env
 
 import offline_graph.env as env_pkg
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import graph_to_dict
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.graphs.graph import graph_to_dict
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.env import STITCH_ID, StitchConfig, StitchEnv, stitch_expert
 from offline_graph.env.stitch import STITCH_FEATURES, stitch_choices
 
@@ -257,7 +257,7 @@ def test_config_and_options_validation_messages() -> None:
 
 def test_recorder_and_cli_record_stitch_logs(tmp_path: Any) -> None:
     from offline_graph.cli import record as record_cli
-    from offline_graph.data.codec import decode_state
+    from offline_graph.data.episodes.codec import decode_state
     from offline_graph.jobs.recording import plan_jobs, record
 
     argv = ["--env", STITCH_ID, "--policy", "stitch", "--epsilon", "0.15", "--output", str(tmp_path / "o")]

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import graph_to_dict
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.graphs.graph import graph_to_dict
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.env.team import TeamConfig, TeamEnv
 from offline_graph.env.team_policies import (
     pick_correct_action,

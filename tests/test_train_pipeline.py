@@ -76,7 +76,7 @@ def make_config(algo: str, num_learners: int, data: str, configured: bool = True
 
 def eval_observations(n: int = 20):
     from offline_graph.env import GraphEnv
-    from offline_graph.data.graph import graph_to_dict
+    from offline_graph.data.graphs.graph import graph_to_dict
 
     env = GraphEnv()
     obs = []
@@ -217,7 +217,7 @@ def test_evaluation_baselines_and_lockstep():
             import torch
             from ray.rllib.core.columns import Columns
 
-            from offline_graph.data.collate import uncollate
+            from offline_graph.data.graphs.collate import uncollate
             from offline_graph.env import correct_action
 
             obs = {k: v.numpy() for k, v in batch[Columns.OBS].items()}

@@ -30,8 +30,8 @@ def reestimate(ckpt: Path, sel: dict) -> dict:
     """The output checkpoint's module (restored as `offline-graph evaluate` does) estimated
     directly with the selection's settings on the same held-out episodes."""
     import offline_graph
-    from offline_graph.data.logged import held_out_episodes, load_logged
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.logged import held_out_episodes, load_logged
+    from offline_graph.data.episodes.reader import spec_from_spaces
 
     module = offline_graph.restore_module(str(ckpt))
     spec = spec_from_spaces(module.observation_space, module.action_space)

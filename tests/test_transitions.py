@@ -4,11 +4,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from offline_graph.data.codec import decode_state
+from offline_graph.data.episodes.codec import decode_state
 from offline_graph.data.errors import SchemaError
 from offline_graph.rllib.offline.episodes import encode_episode
-from offline_graph.data.transitions import FINAL_COLUMNS, Transitions, table_to_batch, transition_schema
-from offline_graph.data.validation import EpisodeSpec, validate_episode
+from offline_graph.data.learning.transitions import (
+    FINAL_COLUMNS,
+    Transitions,
+    table_to_batch,
+    transition_schema,
+)
+from offline_graph.data.episodes.validation import EpisodeSpec, validate_episode
 
 SPEC = EpisodeSpec(num_features=2, edge_dim=1, num_actions=3)
 

@@ -16,7 +16,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 import offline_graph
 from offline_graph import ConfigError, GNNModule, GraphOfflinePreLearner, NodeAction
-from offline_graph.data.space_text import graph_space
+from offline_graph.data.graphs.space_text import graph_space
 from offline_graph.env import STITCH_ID
 from offline_graph.rllib.ope.ope_runner import GraphOPERunner
 from offline_graph.rllib.algorithms.value_algorithms import GraphCQL, GraphIQL
@@ -204,9 +204,9 @@ def test_train_cli_iql_holdout_metrics_then_evaluate_cli_on_its_checkpoint(
     hash's and never trained on; ``offline-graph evaluate`` on the checkpoint plays the same
     greedy episodes as train's own evaluation of the trained module."""
     from offline_graph.cli import evaluate, train
-    from offline_graph.data.files import read_episode_table, scan_files
-    from offline_graph.data.holdout import held_out
-    from offline_graph.data.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.store.files import read_episode_table, scan_files
+    from offline_graph.data.episodes.holdout import held_out
+    from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
 
     episodes = []
     for path in scan_files(stitch_logs, "raise").files:

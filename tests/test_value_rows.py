@@ -24,7 +24,7 @@ RUN = 3
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, ray_session) -> dict[str, str]:
     """A few recorded NextHop episodes (two files) and their converted rows."""
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.reader import spec_from_spaces
     from offline_graph.jobs.convert import ConvertConfig, convert
     from offline_graph.jobs.recording import make_env, plan_jobs, record
 
@@ -84,9 +84,9 @@ def parquet_files(path: str) -> list[str]:
 
 
 def test_converted_rows_carry_one_final_graph_per_episode(data) -> None:
-    from offline_graph.data.format import read_file_metadata
-    from offline_graph.data.reader import read_episodes, spec_from_spaces
-    from offline_graph.data.transitions import Transitions
+    from offline_graph.data.store.format import read_file_metadata
+    from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.learning.transitions import Transitions
     from offline_graph.jobs.recording import make_env
 
     env = make_env(ENV)
@@ -123,7 +123,7 @@ def test_iql_trains_from_converted_rows(data) -> None:
 
 def test_rows_without_final_observations_are_refused(data, tmp_path) -> None:
     from offline_graph.data.errors import ConfigError
-    from offline_graph.data.format import METADATA_KEY, make_metadata
+    from offline_graph.data.store.format import METADATA_KEY, make_metadata
 
     older = tmp_path / "older"
     older.mkdir()
@@ -141,8 +141,8 @@ def test_value_runs_from_rows_equal_those_from_episode_files(data) -> None:
     """In-process (no Ray): the ``value`` reading of rows, whole and cut inside an episode
     across two batches, gives every sampled run the graphs and next graph that the episode
     files give the same steps."""
-    from offline_graph.data.reader import spec_from_spaces
-    from offline_graph.data.value_runs import sample_value_runs, value_runs_to_arrow
+    from offline_graph.data.episodes.reader import spec_from_spaces
+    from offline_graph.data.learning.value_runs import sample_value_runs, value_runs_to_arrow
     from offline_graph.jobs.recording import make_env
     from offline_graph.rllib.offline.reading import ValueRuns, choose_reading
     from offline_graph.rllib.core.settings import GraphSettings
@@ -189,8 +189,8 @@ def test_reward_scale_measured_once_the_same_from_rows_and_episode_files(data) -
     computed here from the decoded episodes; the converted rows of the same episodes give the
     same factor, held-out episodes are left out of it, and the prelearner emits every reward
     times it (the same runs as unscaled, rewards x scale)."""
-    from offline_graph.data.holdout import held_out
-    from offline_graph.data.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.episodes.holdout import held_out
+    from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
     from offline_graph.jobs.recording import make_env
     from offline_graph.rllib.offline.reading import choose_reading
     from offline_graph.rllib.core.settings import GraphSettings, read_settings
@@ -237,7 +237,7 @@ def test_reward_scaling_choices_and_refusals(data) -> None:
 
     import offline_graph
     from offline_graph.data.errors import ConfigError
-    from offline_graph.data.reader import read_episodes, spec_from_spaces
+    from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
     from offline_graph.jobs.recording import make_env
     from offline_graph.rllib.core.settings import read_settings
 

@@ -1,4 +1,4 @@
-"""Value runs (offline_graph.data.value_runs): steps plus the graph after them, each graph once;
+"""Value runs (offline_graph.data.learning.value_runs): steps plus the graph after them, each graph once;
 and the masked Q helpers of offline_graph.rllib.core.critic."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import SchemaError
-from offline_graph.data.transitions import Transitions
-from offline_graph.data.value_runs import (
+from offline_graph.data.learning.transitions import Transitions
+from offline_graph.data.learning.value_runs import (
     collate_value_runs,
     is_value_table,
     sample_value_runs,

@@ -268,8 +268,8 @@ def case_collate(ctx: BenchContext) -> list[Row]:
     import torch
     from torch_geometric.data import Batch, Data
 
-    from offline_graph.data.collate import collate
-    from offline_graph.data.transitions import table_to_batch, Transitions
+    from offline_graph.data.graphs.collate import collate
+    from offline_graph.data.learning.transitions import table_to_batch, Transitions
 
     graphs = ctx.data.episodes.transition_graphs()
     rng = np.random.default_rng(0)

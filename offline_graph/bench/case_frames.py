@@ -1,7 +1,7 @@
 """Bench rows (case ``bytes``): learner-batch bytes per trained transition with memory.
 
 Modules with stacked frames (``frame_stack = k``) or recurrent memory (GRU burn-in) train on
-*runs* (:mod:`offline_graph.data.sequences`): a chunk of ``L = max_seq_len`` trained steps plus
+*runs* (:mod:`offline_graph.data.learning.sequences`): a chunk of ``L = max_seq_len`` trained steps plus
 up to ``context`` earlier steps (``k - 1`` frames, or the burn-in ``L``); each graph of a run is
 in the learner batch once, so the bytes per trained transition grow with the graphs per
 trained transition ``G / B``, not with ``k``. A naive stacked layout (every transition carrying
@@ -21,8 +21,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from offline_graph.bench.harness import BenchContext, Row, tensor_bytes
-from offline_graph.data.sequences import runs_to_arrow, sample_runs
-from offline_graph.data.transitions import Transitions
+from offline_graph.data.learning.sequences import runs_to_arrow, sample_runs
+from offline_graph.data.learning.transitions import Transitions
 
 LENGTH = 20
 """Trained steps per run: RLlib's default ``max_seq_len``."""
@@ -175,7 +175,7 @@ def frame_rows(repeats: Sequence[Sequence[Layout]], length: int = LENGTH) -> lis
 def bench_transitions(ctx: BenchContext, target: int = 2 * TRAINED) -> Transitions:
     """The transitions of the first bench episodes holding >= ``target`` transitions."""
     from offline_graph.bench.data import read_items
-    from offline_graph.data.reader import read_transitions
+    from offline_graph.data.episodes.reader import read_transitions
 
     mean_len = float(ctx.data.episodes.lengths.mean())
     items = read_items(ctx.data.episode_dir, max_rows=int(np.ceil(target / mean_len)) + 1)

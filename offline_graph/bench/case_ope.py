@@ -30,7 +30,7 @@ import numpy as np
 
 from offline_graph.bench.harness import BenchContext, Row
 from offline_graph.bench.ope_targets import expert_mixture_module, with_mixture_logp
-from offline_graph.data.logged import Logged
+from offline_graph.data.episodes.logged import Logged
 
 ENV = "offline_graph/Graph-v0"
 METHODS = ("wis", "pdis", "fqe", "dr")

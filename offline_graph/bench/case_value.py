@@ -1,7 +1,7 @@
 """Bench case ``value``: what value-based training (IQL, CQL) costs against BC / MARWIL.
 
 * **bytes**: learner-batch bytes per trained transition of value runs
-  (:mod:`offline_graph.data.value_runs`: ``L`` steps + the graph after them, each graph once)
+  (:mod:`offline_graph.data.learning.value_runs`: ``L`` steps + the graph after them, each graph once)
   for ``L = 1, 4, 8`` against BC's transition batch on the same transitions with the same
   number of trained transitions; the naive layout (``s`` and ``s'`` shipped with every
   transition, 2 graphs each) is computed, not measured.
@@ -22,8 +22,8 @@ import numpy as np
 
 from offline_graph.bench.case_frames import _collate_bytes, bench_transitions, transitions_layout
 from offline_graph.bench.harness import BenchContext, Row
-from offline_graph.data.transitions import Transitions
-from offline_graph.data.value_runs import sample_value_runs, value_runs_to_arrow
+from offline_graph.data.learning.transitions import Transitions
+from offline_graph.data.learning.value_runs import sample_value_runs, value_runs_to_arrow
 
 LENGTHS = (1, 4, 8)
 TRAINED = 2048
@@ -162,8 +162,8 @@ def speed_rows(ctx: BenchContext, trans: Transitions, trained: int) -> list[Row]
     import torch
 
     from offline_graph.bench.synthetic import graph_spaces
-    from offline_graph.data.transitions import table_to_batch
-    from offline_graph.data.value_runs import collate_value_runs
+    from offline_graph.data.learning.transitions import table_to_batch
+    from offline_graph.data.learning.value_runs import collate_value_runs
     from offline_graph.rllib.offline.reading import keep_columns
 
     torch.manual_seed(0)

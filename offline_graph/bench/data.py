@@ -33,7 +33,7 @@ from offline_graph.bench.synthetic import (
     generate,
     payload_bytes,
 )
-from offline_graph.data.format import make_metadata
+from offline_graph.data.store.format import make_metadata
 
 
 def write_items(items: Sequence[bytes], path: str, stem: str = "episodes") -> str:

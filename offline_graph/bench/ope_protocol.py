@@ -72,7 +72,7 @@ def spaces(key: str) -> tuple[Any, Any]:
 def _returns(key: str, eps: float, episodes: int, seed: int) -> list[float]:
     """The undiscounted returns of the ``eps`` mixture: one per episode, or for a Team-v0
     module one per agent-episode of that module's agents (the others act alike)."""
-    from offline_graph.data.graph import space_sizes
+    from offline_graph.data.graphs.graph import space_sizes
     from offline_graph.env.making import episode_seeds, episode_steps, make_env, mask_key_for
 
     if ":" in key:
@@ -104,7 +104,7 @@ def _returns(key: str, eps: float, episodes: int, seed: int) -> list[float]:
 
 def mask_key_for_space(space: Any) -> str | None:
     """The recorder's mask key for an agent's action space (None for Discrete)."""
-    from offline_graph.data.spaces import selection_level
+    from offline_graph.data.graphs.spaces import selection_level
     from offline_graph.env.making import DEFAULT_MASK_KEY
 
     return DEFAULT_MASK_KEY if selection_level(space) is not None else None
@@ -159,8 +159,8 @@ def evaluate_seed(
     bc: dict[str, Any] = {}
     data: Any = logs
     if ":" in key:  # one Team-v0 module: its agents' steps, each agent one logged episode
-        from offline_graph.data.logged import load_agents
-        from offline_graph.data.reader import spec_from_spaces
+        from offline_graph.data.episodes.logged import load_agents
+        from offline_graph.data.episodes.reader import spec_from_spaces
         from offline_graph.rllib.ope.estimate import module_route
 
         bc["module_id"] = key.split(":")[1]

@@ -35,9 +35,9 @@ from typing import Any, Callable
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
-from offline_graph.data.logged import Logged, load_logged
-from offline_graph.data.reader import spec_from_spaces
+from offline_graph.data.graphs.graph import GraphDict
+from offline_graph.data.episodes.logged import Logged, load_logged
+from offline_graph.data.episodes.reader import spec_from_spaces
 from offline_graph.env.graph_env import EnvConfig, correct_action
 from offline_graph.env.next_hop import next_hop_choices, next_hop_expert
 from offline_graph.env.team_policies import COLOR_NUM_ACTIONS, agent_kind, pick_correct_action
@@ -129,8 +129,8 @@ def _expert_mixture_class() -> type:
     from ray.rllib.core.columns import Columns
     from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
-    from offline_graph.data.collate import uncollate
-    from offline_graph.data.spaces import selection_level
+    from offline_graph.data.graphs.collate import uncollate
+    from offline_graph.data.graphs.spaces import selection_level
     from offline_graph.rllib.core.selection import TorchChoiceCategorical
 
     class ExpertMixture(TorchRLModule):

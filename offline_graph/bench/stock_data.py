@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from offline_graph.bench.synthetic import DataConfig, SyntheticEpisodes, episode_row
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.columns import GraphColumns
 
 
 def repeated_worst_case_bytes(cfg: DataConfig) -> int:

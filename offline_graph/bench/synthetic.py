@@ -8,7 +8,7 @@ max 512 (one graph of exactly ``n_max`` nodes is planted so the padded baselines
 full width). ``E = round(edges_per_node * N)`` directed edges with uniform endpoints; features
 are standard normal rounded to 1/8, like ``GraphEnv``'s noise.
 
-All graphs are generated as flat columns (:class:`~offline_graph.data.columns.GraphColumns`) in a
+All graphs are generated as flat columns (:class:`~offline_graph.data.graphs.columns.GraphColumns`) in a
 few numpy calls; only the encoding into episode rows (:func:`episode_items`) loops, once per
 episode. The stock paths' copies of the same episodes are in :mod:`offline_graph.bench.stock_data`;
 the files on disk in :mod:`offline_graph.bench.data`.
@@ -22,8 +22,8 @@ from typing import Iterator, Sequence
 import gymnasium as gym
 import numpy as np
 
-from offline_graph.data.columns import GraphColumns, counts_to_ptr
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.graphs.columns import GraphColumns, counts_to_ptr
+from offline_graph.data.episodes.validation import EpisodeSpec
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError
 
 

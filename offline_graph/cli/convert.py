@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from offline_graph.cli.arguments import config_from, parser_for
-from offline_graph.data import storage
-from offline_graph.data.reader import OnError
+from offline_graph.data.store import storage
+from offline_graph.data.episodes.reader import OnError
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from offline_graph.cli.failures import report_error
     from offline_graph.data.errors import OfflineGraphError
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.reader import spec_from_spaces
     from offline_graph.env.data_input import open_input
     from offline_graph.jobs.conversion import REPORT_NAME, require_empty_output
     from offline_graph.jobs.convert import ConvertConfig, convert

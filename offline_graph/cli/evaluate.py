@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError
 from offline_graph.rllib.evaluation.evaluate import DEFAULT_EVAL_SEED
 from offline_graph.cli.arguments import arg, config_from, parser_for, run_job

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError
 
 
@@ -56,7 +56,7 @@ def fqe_progress() -> Iterator[None]:
 
 def check_module_env(module: Any, env_name: str, env_config: dict | None) -> None:
     """ConfigError when the env's spaces are not the module's (compared as compact text)."""
-    from offline_graph.data.space_text import space_text
+    from offline_graph.data.graphs.space_text import space_text
     from offline_graph.jobs.recording import make_env
 
     env = make_env(env_name, env_config)

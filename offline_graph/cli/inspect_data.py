@@ -5,7 +5,7 @@ Usage::
     offline-graph inspect sample_data/expert
     offline-graph inspect sample_data/mixed/episodes-0000000-0000059.parquet --json
 
-See :mod:`offline_graph.data.stats` for how each number is computed.
+See :mod:`offline_graph.data.analysis.stats` for how each number is computed.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
 def _spaces(cfg: Config, scanned: Any = None) -> dict[str, str] | None:
     """The data's spaces and where they came from (:mod:`offline_graph.env.data_spaces`); None
     (with a note on stderr) when nothing pins them and they cannot be inferred. ``scanned``:
-    the input's scan made while inspecting (``offline_graph.data.files.ScanBuilder``), so
+    the input's scan made while inspecting (``offline_graph.data.store.files.ScanBuilder``), so
     the files are not listed and opened again."""
     from offline_graph.env.data_input import DataInput
 
@@ -91,7 +91,7 @@ def _spaces(cfg: Config, scanned: Any = None) -> dict[str, str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from offline_graph.data.stats import format_table, inspect_input
+    from offline_graph.data.analysis.stats import format_table, inspect_input
 
     cfg = parse_args(argv)
     try:

@@ -52,9 +52,9 @@ import numpy as np
 from offline_graph.cli.arguments import bad_value
 from offline_graph.cli.train_config import Config, algo_config, configure
 from offline_graph.cli.train_report import fmt, iteration_record, json_default, save_curve, versions
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.files import FileScan
+from offline_graph.data.store.files import FileScan
 
 MODULE_RETURNS = "module_episode_returns_mean"
 """RLlib's per-module evaluation return (``result["evaluation"]["env_runners"][...]``): per
@@ -110,7 +110,7 @@ class ModulePlan:
     trained: list[str]
 
     def texts(self, mid: str) -> dict[str, str]:
-        from offline_graph.data.space_text import space_text
+        from offline_graph.data.graphs.space_text import space_text
 
         obs, act = self.spaces[mid]
         return {
@@ -124,8 +124,8 @@ def plan_modules(cfg: Config, scan: FileScan, mapping: Any) -> ModulePlan:
     """:class:`ModulePlan` of ``cfg`` on the scanned data (see the module docstring)."""
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
-    from offline_graph.data.ma_stats import resolve_agent_spaces, sample_episodes
-    from offline_graph.data.space_text import parse_space, space_text
+    from offline_graph.data.analysis.ma_stats import resolve_agent_spaces, sample_episodes
+    from offline_graph.data.graphs.space_text import parse_space, space_text
 
     agent_sp = resolve_agent_spaces(scan, scan.metadata or {}, "train")  # the scan's kept rows
     texts = agent_sp.texts
@@ -210,11 +210,11 @@ def run(cfg: Config, data: Any) -> dict[str, Any]:
     not listed again); returns the summary written to summary.json."""
     import torch
 
-    from offline_graph.data.files import scan_input
+    from offline_graph.data.store.files import scan_input
 
     from offline_graph.cli.checkpoint_info import load_mapping_fn
     from offline_graph.cli.evaluate import format_multi_agent
-    from offline_graph.data.ma_stats import is_multi_agent_data
+    from offline_graph.data.analysis.ma_stats import is_multi_agent_data
     from offline_graph.env.making import DEFAULT_MASK_KEY
     from offline_graph.rllib.evaluation import ma_evaluation as ma
     from offline_graph.rllib.evaluation.checkpoints import MODULE_SUBDIR

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from offline_graph.cli.arguments import bounded, check_bounds, parse_config, parser_for
 from offline_graph.cli.failures import report_error
 from offline_graph.data.errors import ConfigError, OfflineGraphError
-from offline_graph.data.migrate_episodes import OnError
+from offline_graph.data.migration.migrate_episodes import OnError
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def format_report(r: dict) -> str:
 
 def run(cfg: Config) -> dict:
     """Migrate as ``cfg`` says; returns the report."""
-    from offline_graph.data.space_text import parse_space
+    from offline_graph.data.graphs.space_text import parse_space
     from offline_graph.jobs.migrate import MigrateConfig, load_space, migrate
 
     action = parse_space(cfg.action_space, "action") if cfg.action_space else None

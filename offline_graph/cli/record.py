@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError, OfflineGraphError
 from offline_graph.jobs.recording import DEFAULT_ENV, DEFAULT_MASK_KEY
 from offline_graph.cli.arguments import bad_value, bounded, check_bounds, parse_config, parser_for

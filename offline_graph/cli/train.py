@@ -21,7 +21,7 @@ iteration includes Ray Data's one-off read + map of the data set) and bytes/tran
 bytes/transition is measured *on the side* (:class:`offline_graph.cli.train_report.SideSampler`):
 each iteration draws one learner-sized batch (``--batch-size`` transitions, uniformly, seeded)
 from the locally decoded data (at most ``SIDE_SAMPLE_LIMIT`` transitions of the first files),
-batches it with the same :func:`offline_graph.data.collate.collate` the learners use, and
+batches it with the same :func:`offline_graph.data.graphs.collate.collate` the learners use, and
 divides the bytes of its ``x + edge_index + edge_attr`` arrays (the PyG layout: float32 /
 int64 / float32) by the batch size. ``batch``/``ptr`` index arrays (``8 * (nodes + B + 1)``
 bytes) are not counted.
@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.cli.arguments import bad_value, check_bounds, parse_config, parser_for, run_job
 from offline_graph.cli.train_config import (
     DEFAULT_HOLDOUT,
@@ -132,7 +132,7 @@ def run(cfg: Config) -> dict[str, Any]:
         evaluate_module,
         normalized_score,
     )
-    from offline_graph.data.reader import spec_from_spaces
+    from offline_graph.data.episodes.reader import spec_from_spaces
     from offline_graph.env.data_input import open_input
     from offline_graph.jobs.recording import DEFAULT_MASK_KEY, make_env
     from offline_graph.rllib.evaluation.offline_metrics import format_metrics, holdout_metrics

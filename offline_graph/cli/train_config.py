@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from offline_graph.cli.arguments import bounded
-from offline_graph.data.reader import OnError
+from offline_graph.data.episodes.reader import OnError
 from offline_graph.rllib.evaluation.evaluate import DEFAULT_EVAL_SEED
 from offline_graph.rllib.core.settings import Conv
 
@@ -172,7 +172,7 @@ def data_metadata(files: Any) -> dict[str, Any]:
     """The offline_graph metadata of the first file (env, policy, seed, kind, ...); of an
     input resolved already (:class:`~offline_graph.env.data_input.DataInput`, a ``FileScan``):
     the metadata its scan read, no file opened again."""
-    from offline_graph.data.format import read_file_metadata
+    from offline_graph.data.store.format import read_file_metadata
 
     scan = getattr(files, "scan", files)
     if not isinstance(scan, (list, tuple)):

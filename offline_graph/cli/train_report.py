@@ -10,8 +10,8 @@ import numpy as np
 
 from offline_graph.bench.experiments.results import json_default as json_default  # train's summary.json
 from offline_graph.bench.experiments.results import versions as versions
-from offline_graph.data import storage
-from offline_graph.data.reader import OnError
+from offline_graph.data.store import storage
+from offline_graph.data.episodes.reader import OnError
 
 SIDE_SAMPLE_LIMIT = 50_000
 """At most this many transitions are decoded locally for the bytes/transition measurement."""
@@ -33,9 +33,9 @@ class SideSampler:
     ) -> None:
         import pyarrow.parquet as pq
 
-        from offline_graph.data.columns import GraphColumns
-        from offline_graph.data.reader import read_episodes, spec_from_spaces
-        from offline_graph.data.transitions import Transitions, table_to_graphs
+        from offline_graph.data.graphs.columns import GraphColumns
+        from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
+        from offline_graph.data.learning.transitions import Transitions, table_to_graphs
 
         spec = spec_from_spaces(observation_space, action_space)
         parts: list[GraphColumns] = []
@@ -69,7 +69,7 @@ class SideSampler:
 
     def batch_bytes_per_transition(self) -> float:
         """Payload bytes / B of one collated batch of B uniformly drawn transitions."""
-        from offline_graph.data.collate import collate
+        from offline_graph.data.graphs.collate import collate
 
         if self.graphs is None or len(self.graphs) == 0:
             return float("nan")

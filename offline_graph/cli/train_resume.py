@@ -22,7 +22,7 @@ import json
 from typing import Any
 
 from offline_graph.cli.train_config import Config
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError
 
 PROGRESS = "progress.json"

@@ -26,7 +26,7 @@ from typing import Any
 
 from offline_graph.cli.arguments import bad_value
 from offline_graph.cli.train_config import Config
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError
 
 SELECTION_DIR = "selection"

@@ -47,7 +47,7 @@ class OutputExistsError(ConfigError, FileExistsError):
 
 class StorageError(OfflineGraphError):
     """Object storage did not answer a request on a URI within the retry policy (endpoint
-    down or unreachable, credentials refused); see :mod:`offline_graph.data.storage`."""
+    down or unreachable, credentials refused); see :mod:`offline_graph.data.store.storage`."""
 
 
 def where(

@@ -3,10 +3,10 @@
 ``convert``, ``train`` and ``evaluate --data`` make one at their start (:func:`open_input`;
 ``evaluate``: listed on first use) and hand it to every later step (the conversion job,
 ``configure``, ``estimate_value``, the multi-agent paths); ``inspect``, which reads every file
-whole anyway, makes its scan while reading (:class:`offline_graph.data.files.ScanBuilder`,
+whole anyway, makes its scan while reading (:class:`offline_graph.data.store.files.ScanBuilder`,
 :meth:`DataInput.of`). No step lists or opens the input again to learn what is known already:
 
-* the listed and checked files (:class:`~offline_graph.data.files.FileScan`: usable files,
+* the listed and checked files (:class:`~offline_graph.data.store.files.FileScan`: usable files,
   their footers' row groups and sizes, the files rejected by reason), listed and opened once;
 * their metadata (the first usable file's) and kind (``episodes`` / ``transitions``);
 * single- or multi-agent (:attr:`DataInput.multi_agent`: the metadata, else the first row,
@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from offline_graph.data.files import FileScan, scan_files
-from offline_graph.data.ma_stats import AgentSpaces, is_multi_agent_data, resolve_agent_spaces
+from offline_graph.data.store.files import FileScan, scan_files
+from offline_graph.data.analysis.ma_stats import AgentSpaces, is_multi_agent_data, resolve_agent_spaces
 from offline_graph.env.data_spaces import ResolvedSpaces, resolve_spaces
 
 

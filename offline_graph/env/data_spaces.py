@@ -4,7 +4,7 @@
 Each space (observation, action) is taken from the first of these that has it:
 
 1. the file metadata: keys ``observation_space`` / ``action_space`` (compact text, see
-   :mod:`offline_graph.data.space_text`), written by ``record``, ``convert`` and ``migrate``;
+   :mod:`offline_graph.data.graphs.space_text`), written by ``record``, ``convert`` and ``migrate``;
    older files without them: the env their metadata names (left out of the comparison below
    when 2 or 3 is given and that env cannot be built);
 2. ``--env`` (with ``--env-config``): the env's spaces;
@@ -26,10 +26,10 @@ from typing import Any, Callable, Literal
 
 import gymnasium as gym
 
-from offline_graph.data.codec import RawEpisode, decode_state
+from offline_graph.data.episodes.codec import RawEpisode, decode_state
 from offline_graph.data.errors import ConfigError, DecodeError
-from offline_graph.data.files import FileScan, sample_rows, scan_files
-from offline_graph.data.space_text import Role, infer_spaces, parse_space, space_code, space_text
+from offline_graph.data.store.files import FileScan, sample_rows, scan_files
+from offline_graph.data.graphs.space_text import Role, infer_spaces, parse_space, space_code, space_text
 
 logger = logging.getLogger(__name__)
 

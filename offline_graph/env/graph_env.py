@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict, graph_to_dict
+from offline_graph.data.graphs.graph import GraphDict, graph_to_dict
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -1,4 +1,4 @@
-"""GrowTree (``"offline_graph/GrowTree-v0"``, :class:`~offline_graph.data.spaces.EdgeAction`).
+"""GrowTree (``"offline_graph/GrowTree-v0"``, :class:`~offline_graph.data.graphs.spaces.EdgeAction`).
 
 Grow a spanning tree from a root one edge at a time; the expert (:func:`grow_tree_expert`) is
 Prim's choice, the lightest edge leaving the tree. What all selection envs share (graphs,
@@ -16,8 +16,8 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
-from offline_graph.data.spaces import EdgeAction
+from offline_graph.data.graphs.graph import GraphDict
+from offline_graph.data.graphs.spaces import EdgeAction
 from offline_graph.env.selection import (
     SelectionEnv,
     adjacency_from_pairs,

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
+from offline_graph.data.graphs.graph import GraphDict
 from offline_graph.env.user_code import load_user_policy
 
 

@@ -16,8 +16,8 @@ import gymnasium as gym
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict, graph_to_dict
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.graph import GraphDict, graph_to_dict
+from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.user_code import load_named, load_user_policy
 
 DEFAULT_ENV = "offline_graph/Graph-v0"
@@ -61,7 +61,7 @@ def make_env(env: str = DEFAULT_ENV, env_config: dict | None = None) -> gym.Env:
 def env_space_texts(env: gym.Env) -> dict[str, str]:
     """``{"observation_space": ..., "action_space": ...}`` compact texts of ``env``'s spaces
     (what recorded files store in their metadata); empty for spaces without a text form."""
-    from offline_graph.data.space_text import space_text
+    from offline_graph.data.graphs.space_text import space_text
 
     try:
         return {

@@ -1,4 +1,4 @@
-"""NextHop (``"offline_graph/NextHop-v0"``, :class:`~offline_graph.data.spaces.NodeAction`).
+"""NextHop (``"offline_graph/NextHop-v0"``, :class:`~offline_graph.data.graphs.spaces.NodeAction`).
 
 Route from a start node to a target node on a connected random geometric graph; the expert
 (:func:`next_hop_expert`) takes the next hop of a shortest path (Dijkstra on edge lengths).
@@ -18,8 +18,8 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.graphs.graph import GraphDict
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.env.selection import (
     SelectionEnv,
     adjacency_from_pairs,

@@ -1,7 +1,7 @@
 """Behaviour policies for recording episodes from :class:`~offline_graph.env.GraphEnv`.
 
 A policy is a callable ``policy(obs, info) -> int`` where ``obs`` is the observation in the
-dict layout (``{"x", "edge_index", "edge_attr"}``, see :mod:`offline_graph.data.graph`; convert
+dict layout (``{"x", "edge_index", "edge_attr"}``, see :mod:`offline_graph.data.graphs.graph`; convert
 an env observation with ``graph_to_dict(obs, env.edge_dim)``) and ``info`` the env's info.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from offline_graph.env.graph_env import correct_action
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
+from offline_graph.data.graphs.graph import GraphDict
 
 Policy = Callable[[GraphDict, dict[str, Any]], int]
 

@@ -28,7 +28,7 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict, graph_to_dict
+from offline_graph.data.graphs.graph import GraphDict, graph_to_dict
 from offline_graph.env.graph_env import _quantize, resolve_config
 from offline_graph.env.policies import MIXED_HINT, RANDOM_ACTION_HINT, Policy, check_epsilon, check_name
 

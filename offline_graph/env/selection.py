@@ -34,8 +34,8 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.graph import GraphDict
+from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.graph_env import resolve_config
 from offline_graph.env.policies import MIXED_HINT, RANDOM_ACTION_HINT, check_epsilon, check_name
 

@@ -1,4 +1,4 @@
-"""Stitch (``"offline_graph/Stitch-v0"``, :class:`~offline_graph.data.spaces.NodeAction`).
+"""Stitch (``"offline_graph/Stitch-v0"``, :class:`~offline_graph.data.graphs.spaces.NodeAction`).
 
 A two-phase task whose best first step is worth something only through *other* episodes: the
 offline-RL "stitching" property. What all selection envs share (graphs, masks, illegal actions,
@@ -42,8 +42,8 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.graphs.graph import GraphDict
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.env.graph_env import _quantize
 from offline_graph.env.policies import check_epsilon, check_name
 from offline_graph.env.selection import (

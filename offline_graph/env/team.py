@@ -34,7 +34,7 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.utils.typing import AgentID, MultiAgentDict
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.env.graph_env import EnvConfig, GraphEnv, _quantize, resolve_config
 from offline_graph.env.team_policies import (
     AGENT_KINDS,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
+from offline_graph.data.graphs.graph import GraphDict
 from offline_graph.env.graph_env import correct_action
 from offline_graph.env.policies import check_epsilon, check_name, majority_color
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import (
     ConfigError,
     FormatVersionError,
@@ -24,9 +24,9 @@ from offline_graph.data.errors import (
     StorageError,
     reraise_project_error,
 )
-from offline_graph.data.files import FileScan, scan_files
-from offline_graph.data.format import make_metadata
-from offline_graph.data.reader import ReadStats
+from offline_graph.data.store.files import FileScan, scan_files
+from offline_graph.data.store.format import make_metadata
+from offline_graph.data.episodes.reader import ReadStats
 from offline_graph.rllib.offline import accounting
 from offline_graph.jobs.source import episode_source
 

@@ -4,10 +4,11 @@
 into one task per input unit (whole row groups of one file, ``episodes_per_task`` rows): the
 task reads its rows, converts them and writes its own output file, so nothing but file names
 crosses the object store. The read is planned on the driver from the footers that
-:func:`offline_graph.data.files.scan_files` already checked (:func:`offline_graph.data.files.episode_source`;
+:func:`offline_graph.data.store.files.scan_files` already checked
+(:func:`offline_graph.data.store.files.episode_source`;
 Ray Data's ``read_parquet`` would start footer-reading actors for every job). The map step
 calls the same decode / validate / transition code as ``GraphOfflinePreLearner``
-(:func:`offline_graph.data.reader.read_transitions`) but emits every recorded transition once
+(:func:`offline_graph.data.episodes.reader.read_transitions`) but emits every recorded transition once
 instead of replay-sampling, each episode's final observation on its last row (the
 ``final_*`` columns; the metadata says ``"final_obs": true``). Files are named by task
 (``transitions-<task>-0.parquet``) and each task writes its blocks as row groups in the order
@@ -20,7 +21,7 @@ Skip-mode accounting goes to one small JSON file per input block under the outpu
 ``_block_stats/`` (named by a digest of the block, so a retried block replaces its earlier
 report instead of counting twice); the driver merges them into the report and removes the
 directory. Whole damaged files (truncated, unknown version, wrong column type) are found
-before the job starts (``offline_graph.data.files``).
+before the job starts (``offline_graph.data.store.files``).
 """
 
 from __future__ import annotations
@@ -33,17 +34,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.jobs import conversion
 from offline_graph.rllib.offline import accounting
 from offline_graph.data.errors import (
     GraphValidationError,
 )
-from offline_graph.data.format import make_metadata
-from offline_graph.data.reader import ReadStats, batch_columns, read_transitions
-from offline_graph.data.space_text import spec_texts
-from offline_graph.data.transitions import transition_schema
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.store.format import make_metadata
+from offline_graph.data.episodes.reader import ReadStats, batch_columns, read_transitions
+from offline_graph.data.graphs.space_text import spec_texts
+from offline_graph.data.learning.transitions import transition_schema
+from offline_graph.data.episodes.validation import EpisodeSpec
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     ``map_class`` is the map step (a ``ConvertEpisodes`` subclass; tests inject faults).
     """
     scan, start = conversion.start(cfg)
-    from offline_graph.data.ma_stats import is_multi_agent_data
+    from offline_graph.data.analysis.ma_stats import is_multi_agent_data
 
     multi = cfg.data.multi_agent if cfg.data is not None else is_multi_agent_data(scan, scan.metadata)
     if multi:  # per-agent spaces; cfg.spec unused

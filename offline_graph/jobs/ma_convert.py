@@ -3,7 +3,7 @@
 Same job as :mod:`offline_graph.jobs.convert` (one fused read -> convert -> write task per
 input unit, per-block accounting files, deterministic file names and row order), but each
 agent's steps are validated against that agent's own spaces
-(:func:`offline_graph.data.ma_stats.resolve_agent_spaces`: the file metadata's
+(:func:`offline_graph.data.analysis.ma_stats.resolve_agent_spaces`: the file metadata's
 ``agent_spaces``, else inferred per agent id from the data) and no agent -> module mapping is
 baked into the rows: one conversion serves any policy mapping (the ``agent_id`` column is what
 a mapping reads).
@@ -45,15 +45,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import (
     GraphValidationError,
 )
-from offline_graph.data.format import make_metadata
-from offline_graph.data.ma_stats import AgentSpaces, read_parts, resolve_agent_spaces
-from offline_graph.data.reader import ReadStats, batch_columns
-from offline_graph.data.transitions import STEP_FIELDS, Transitions
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.store.format import make_metadata
+from offline_graph.data.analysis.ma_stats import AgentSpaces, read_parts, resolve_agent_spaces
+from offline_graph.data.episodes.reader import ReadStats, batch_columns
+from offline_graph.data.learning.transitions import STEP_FIELDS, Transitions
+from offline_graph.data.episodes.validation import EpisodeSpec
 from offline_graph.jobs import conversion
 from offline_graph.rllib.offline import accounting
 

@@ -13,7 +13,7 @@ asked to act again. Observations are stored in the graph dict layout with each a
 edge dim; agents with a NodeAction / EdgeAction space get ``action_mask`` from their
 ``info[mask_key]``. Infos are stored empty (as single-agent recording does). When the env has
 a ``module_of(agent_id)`` method, each agent's module id is recorded with it (read by
-training without a ``policy_mapping_fn``). Rows: :mod:`offline_graph.data.multi_agent`.
+training without a ``policy_mapping_fn``). Rows: :mod:`offline_graph.data.episodes.multi_agent`.
 
 Policies: a name built per episode by ``env.make_policy(name, epsilon, rng)``, or
 ``module:function`` called as ``function(agent_id, obs_dict, info) -> action``.
@@ -27,8 +27,8 @@ from typing import Any, Callable
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict, space_sizes
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.graph import GraphDict, space_sizes
+from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.ma_making import (  # noqa: F401  (re-exported: their old import path)
     MultiAgentPolicy,
     agent_spaces,

@@ -2,8 +2,8 @@
 
 In-process, no Ray: one pass over the input files in sorted order, ``batch_rows`` rows at a
 time (:mod:`offline_graph.jobs.old_rows`); each batch is unpadded and checked
-(:mod:`offline_graph.data.migrate`), its rows join their open episodes, and every episode that
-completes (:mod:`offline_graph.data.migrate_episodes`) is encoded at once with RLlib's own
+(:mod:`offline_graph.data.migration.migrate`), its rows join their open episodes, and every episode that
+completes (:mod:`offline_graph.data.migration.migrate_episodes`) is encoded at once with RLlib's own
 episode state (:func:`offline_graph.rllib.offline.episodes.encode_episode`) and buffered until
 ``episodes_per_file`` of them are written as ``episodes-<first>-<last>.parquet``, the file
 ``offline-graph record`` writes (same ``item`` column, zstd, ``make_metadata("episodes")``).
@@ -15,7 +15,7 @@ the directory see only the episode files) counts episodes and transitions, input
 file bytes, and the padding removed: ``padded_payload_bytes`` = migrated observations (T+1 per
 episode) x flat size x 4 (float32, as RLlib's preprocessor held them) over
 ``unpadded_payload_bytes`` = the same observations as stored now (x float32, edge_index int64,
-edge_attr float32; :func:`offline_graph.data.stats.graph_bytes`).
+edge_attr float32; :func:`offline_graph.data.analysis.stats.graph_bytes`).
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from typing import Any, Callable
 import gymnasium as gym
 import pyarrow as pa
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError, FormatVersionError, OfflineGraphError, StorageError, where
-from offline_graph.data.format import episode_file_name, write_episode_file
-from offline_graph.data.migrate import RepeatedLayout, layout_from_space
-from offline_graph.data.migrate_episodes import Assembler, MigratedEpisode, OnError
-from offline_graph.data.space_text import graph_space, space_text
-from offline_graph.data.spaces import selection_level
-from offline_graph.data.stats import graph_bytes
+from offline_graph.data.store.format import episode_file_name, write_episode_file
+from offline_graph.data.migration.migrate import RepeatedLayout, layout_from_space
+from offline_graph.data.migration.migrate_episodes import Assembler, MigratedEpisode, OnError
+from offline_graph.data.graphs.space_text import graph_space, space_text
+from offline_graph.data.graphs.spaces import selection_level
+from offline_graph.data.analysis.stats import graph_bytes
 from offline_graph.jobs.old_rows import list_inputs, read_batches
 
 REPORT_NAME = "_migration_report.json"

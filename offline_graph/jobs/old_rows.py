@@ -32,10 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError, SchemaError, where
-from offline_graph.data.migrate import Problem, dense_vectors
-from offline_graph.data.migrate_episodes import OldBatch
+from offline_graph.data.migration.migrate import Problem, dense_vectors
+from offline_graph.data.migration.migrate_episodes import OldBatch
 
 SUFFIXES = (".parquet", ".json", ".jsonl")
 REQUIRED = ("obs", "new_obs", "actions", "rewards", "eps_id", "t")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from offline_graph.data.format import write_episode_file
+from offline_graph.data.store.format import write_episode_file
 from offline_graph.env.making import DEFAULT_MASK_KEY
 
 

@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterator
 
 
 from offline_graph.rllib.offline.episodes import encode_episode
-from offline_graph.data import storage
-from offline_graph.data.format import episode_file_name
-from offline_graph.data.graph import space_sizes
+from offline_graph.data.store import storage
+from offline_graph.data.store.format import episode_file_name
+from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.jobs.record_job import RecordJob, write_job_file
 from offline_graph.env.making import (  # noqa: F401  (re-exported: their old import path)
     DEFAULT_ENV,
@@ -76,7 +76,7 @@ def plan_jobs(
     mask_key: str | None = DEFAULT_MASK_KEY,
 ) -> list[RecordJob]:
     """Split ``episodes`` into files of at most ``episodes_per_file``."""
-    storage.makedirs(output)  # a local directory or a URI (offline_graph.data.storage)
+    storage.makedirs(output)  # a local directory or a URI (offline_graph.data.store.storage)
     jobs = []
     for first in range(0, episodes, episodes_per_file):
         last = min(first + episodes_per_file, episodes)

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from ray.data.block import Block, BlockAccessor
 from ray.data.datasource import Datasink
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 
 
 BATCH_ROWS = 128 * 1024
@@ -42,7 +42,7 @@ class OrderedParquetSink(Datasink[int]):
     row group; a task without rows writes no file. A retried task (its worker died) rewrites
     its own file.
 
-    ``output``: a local directory or a URI (:mod:`offline_graph.data.storage`; it must exist
+    ``output``: a local directory or a URI (:mod:`offline_graph.data.store.storage`; it must exist
     before the job, an object store's prefix needs nothing); ``schema``: the files' Arrow
     schema, its metadata included (each block is cast to it); ``parquet_args``:
     ``pyarrow.parquet.ParquetWriter`` options (``compression`` ...).

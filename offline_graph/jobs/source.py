@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from offline_graph.data import storage
-from offline_graph.data.files import FileScan
+from offline_graph.data.store import storage
+from offline_graph.data.store.files import FileScan
 
 
 def episode_source(scan: FileScan, rows_per_task: int, batch_rows: int) -> Any:

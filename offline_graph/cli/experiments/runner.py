@@ -76,7 +76,7 @@ def record_data(task: Task, cfg: Any, rows: list[Row]) -> dict[str, str]:
 def eval_env(task: Task, data: str) -> str:
     """The env the modules are evaluated in: the task's, or the one ``data`` was recorded in."""
     from offline_graph.cli.train_config import data_metadata
-    from offline_graph.data.files import scan_files
+    from offline_graph.data.store.files import scan_files
     from offline_graph.env.making import DEFAULT_ENV
 
     return task.env or data_metadata(scan_files(data, "raise").files).get("env") or DEFAULT_ENV

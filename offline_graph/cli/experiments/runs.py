@@ -48,7 +48,7 @@ def single_agent(
 ) -> dict[str, dict[str, Any]]:
     """Train as :func:`train_config` says (Ray already up), scoring the module every
     ``cfg.eval_every`` iterations against ``base`` (expert and random returns)."""
-    from offline_graph.data.files import scan_files
+    from offline_graph.data.store.files import scan_files
     from offline_graph.jobs.recording import DEFAULT_ENV, make_env
     from offline_graph.rllib.evaluation.evaluate import evaluate_module, normalized_score
 

@@ -52,10 +52,10 @@ import gymnasium as gym
 from typing import Any, Literal, TypeVar
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.files import FileScan, scan_input
-from offline_graph.data.holdout import check_fraction
-from offline_graph.data.storage import filesystem as storage_filesystem, is_uri
-from offline_graph.data.reader import spec_from_spaces
+from offline_graph.data.store.files import FileScan, scan_input
+from offline_graph.data.episodes.holdout import check_fraction
+from offline_graph.data.store.storage import filesystem as storage_filesystem, is_uri
+from offline_graph.data.episodes.reader import spec_from_spaces
 from offline_graph.rllib.offline.multi_agent import module_spaces
 from offline_graph.rllib.offline.offline_data import GraphOfflineData
 from offline_graph.rllib.algorithms.algo_classes import graph_algo_class
@@ -91,12 +91,12 @@ def configure(
     ``GraphCQL``) and PPO configs (online in a graph env: :func:`offline_graph.configure_online`,
     kept as an alias); any other algorithm is a ConfigError listing these.
 
-    ``holdout``: the fraction of episodes kept out of training (:mod:`offline_graph.data.holdout`,
+    ``holdout``: the fraction of episodes kept out of training (:mod:`offline_graph.data.episodes.holdout`,
     split by ``holdout_seed``), e.g. for offline metrics when there is no env.
     ``value_run_length``: IQL / CQL only, steps per value run
     (:mod:`offline_graph.rllib.algorithms.value_configure`).
     ``reward_scaling``: IQL / CQL, ``"return_range"`` (default), ``"standard"``, ``"none"``
-    (:mod:`offline_graph.data.reward_scale`).
+    (:mod:`offline_graph.data.learning.reward_scale`).
     ``offline_evaluation``: ``estimate_value`` keywords for ``evaluation(offline_evaluation_type=
     "fqe" | "wis" | "pdis" | "dr")`` (:mod:`offline_graph.rllib.ope.ope_runner`).
     ``data``: ``input_`` listed and checked already with ``on_error`` (a ``FileScan``, or
@@ -188,7 +188,7 @@ def configure(
     first = str(scan.files[0]) if scan is not None and scan.files else ""
     if cfg.input_filesystem is None and first.startswith("s3://"):
         # Ray Data would make its own S3 file system (pyarrow's default retries): ours
-        # carries the retry policy of offline_graph.data.storage into the read tasks.
+        # carries the retry policy of offline_graph.data.store.storage into the read tasks.
         cfg.offline_data(input_filesystem=storage_filesystem(first))
     # Absolute local paths: a Tune trial runs in its own working directory.
     cfg.offline_data(input_=_absolute_inputs(cfg.input_))

@@ -41,7 +41,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.policy.sample_batch import DEFAULT_POLICY_ID
 from ray.rllib.utils.annotations import override
 
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.rllib.env.env_connectors import (
     _edge_dim,
     graph_batch,

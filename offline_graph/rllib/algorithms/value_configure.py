@@ -3,12 +3,12 @@
 - the module's ``model_config``: ``value_based`` ("iql" / "cql"), ``twin_q`` (IQL's
   ``config.twin_q``) and ``value_head=False`` (MARWIL's head; IQL has its own V network);
 - the data path: value runs of ``value_run_length`` consecutive steps, each shipped with the
-  graph after it (:mod:`offline_graph.data.value_runs`); one learner batch is
+  graph after it (:mod:`offline_graph.data.learning.value_runs`); one learner batch is
   ``train_batch_size_per_learner`` runs, i.e. up to ``value_run_length`` times as many
   transitions;
 - the reward scale (``configure(reward_scaling=...)``, ``"return_range"`` by default): one
   factor measured from the training episodes before training
-  (:mod:`offline_graph.data.reward_scale`), applied by the prelearner to every trained reward;
+  (:mod:`offline_graph.data.learning.reward_scale`), applied by the prelearner to every trained reward;
 - ``lr=None`` for CQL (RLlib's SAC validate demands it; the Q network uses ``critic_lr``);
 - refusals, as ConfigErrors that say what works instead: multi-agent configs, memory modules,
   converted rows without final observations.
@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.files import FileScan
-from offline_graph.data.reward_scale import check_method, fit_scale, training_rewards
+from offline_graph.data.store.files import FileScan
+from offline_graph.data.learning.reward_scale import check_method, fit_scale, training_rewards
 from offline_graph.rllib.algorithms.value_algorithms import GraphCQL, GraphIQL
 
 DEFAULT_RUN_LENGTH = 4

@@ -1,7 +1,7 @@
 """``GraphValueTorchLearner``: the IQL and CQL losses for graph modules (discrete, node and
 edge actions, masked), set by ``offline_graph.configure`` for ``IQLConfig`` / ``CQLConfig``.
 
-The batch is a value-run batch (:mod:`offline_graph.data.value_runs`); the module's training
+The batch is a value-run batch (:mod:`offline_graph.data.learning.value_runs`); the module's training
 forward (:func:`offline_graph.rllib.core.critic.value_train_outputs`) encodes its graphs once per
 network. With ``T`` trained transitions ``(s, a, r, s', terminated)``:
 
@@ -23,7 +23,7 @@ Masked and missing choices are ``finfo.min`` (never chosen, never the max, 0 in 
 logsumexp); an ``s'`` without a legal choice bootstraps 0. Target networks follow the online
 ones by Polyak averaging with ``config.tau`` after every gradient step (``tau=1``: a copy).
 
-Rewards arrive scaled (``settings.reward_scale``, :mod:`offline_graph.data.reward_scale`):
+Rewards arrive scaled (``settings.reward_scale``, :mod:`offline_graph.data.learning.reward_scale`):
 the losses work in those units; ``q_mean`` is reported in the logged reward's units
 (divided by the scale), ``q_mean_trained`` as trained.
 

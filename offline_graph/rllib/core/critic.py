@@ -25,7 +25,7 @@ import torch
 from ray.rllib.core.columns import Columns
 from torch import nn
 
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.rllib.core.gnn_layers import GraphEncoder, GraphEncoding, mlp
 from offline_graph.rllib.core.selection import (
     OUTPUT_KEY,
@@ -194,7 +194,7 @@ def pick(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
 
 def value_train_outputs(module: Any, batch: dict[str, Any]) -> dict[str, Any]:
     """The training forward of IQL / CQL modules over the value-run batch
-    (:mod:`offline_graph.data.value_runs`: ``obs["target"]`` = s, ``obs["next_index"]`` = s'):
+    (:mod:`offline_graph.data.learning.value_runs`: ``obs["target"]`` = s, ``obs["next_index"]`` = s'):
     each network encodes the batch's graphs once.
 
     IQL: ``ACTION_DIST_INPUTS`` (policy at s), ``q`` ``[H, T, ...]`` (every head at s), ``v``,

@@ -22,13 +22,13 @@ from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from torch import nn
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import space_sizes
+from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.rllib.core.critic import QNetwork, value_train_outputs
 from offline_graph.rllib.core.gnn_layers import POOLS, GraphEncoder, GraphEncoding, mlp
 from offline_graph.rllib.core.memory import MEMORY_KINDS, build_temporal, is_run_layout
 from offline_graph.rllib.core.settings import CONVS
 from offline_graph.rllib.core.selection import SelectionHead, TorchChoiceCategorical
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.spaces import selection_level
 
 _WHERE = "GNNModule model_config"
 VALUE_KINDS = (None, "iql", "cql")
@@ -206,7 +206,7 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     - ``memory="node_gru"``: node state ``n_v = GRUCell(h_v, n_prev(v))`` of width H; heads
       read ``n`` as node embeddings and the encoder's pooling over ``n`` as graph embedding.
 
-    Training layout (``obs`` holds ``target``, from ``offline_graph.data.sequences``): G graphs
+    Training layout (``obs`` holds ``target``, from ``offline_graph.data.learning.sequences``): G graphs
     (whole runs: context + trained steps) with ``prev [G]``, ``seq_pos [G]``, ``node_prev
     [sumN]`` linking them over time and ``target [B]``; every head runs over all G graphs and
     the rows ``target`` are returned: ``ACTION_DIST_INPUTS [B, ...]``, ``EMBEDDINGS [B, E']``,

@@ -43,7 +43,7 @@ def run_index(obs: dict[str, Any], key: str, device: torch.device) -> torch.Tens
         raise ValueError(
             f"{_WHERE}: obs[{key!r}] must be given in the training layout of runs (found keys "
             f"{sorted(k for k in obs if k in RUN_KEYS)}). Build the batch with "
-            "offline_graph.data.sequences.collate_runs (prev, seq_pos, node_prev, target)."
+            "offline_graph.data.learning.sequences.collate_runs (prev, seq_pos, node_prev, target)."
         )
     return torch.as_tensor(value, device=device).long()
 

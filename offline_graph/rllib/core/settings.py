@@ -35,21 +35,21 @@ class GraphSettings:
     """Skip mode: the first error message per file rejection reason."""
     holdout: float = 0.0
     """Fraction of episodes the prelearner keeps out of training (by a hash of the episode id
-    and ``holdout_seed``, :mod:`offline_graph.data.holdout`), counted as held out."""
+    and ``holdout_seed``, :mod:`offline_graph.data.episodes.holdout`), counted as held out."""
     holdout_seed: int = 0
     """Seed of the held-out split (the same seed and fraction hold out the same episodes)."""
     seq_length: int = 0
     """Memory modules (``frame_stack > 1`` or ``memory``): trained steps per run
-    (``max_seq_len``); 0: single transitions (:mod:`offline_graph.data.sequences`)."""
+    (``max_seq_len``); 0: single transitions (:mod:`offline_graph.data.learning.sequences`)."""
     seq_context: int = 0
     """Memory modules: steps before a run it may see (``frame_stack - 1``, or the burn-in)."""
     value_runs: int = 0
     """Value-based training (IQL, CQL): consecutive steps per value run, each shipped with the
-    graph after it (:mod:`offline_graph.data.value_runs`); 0: not value-based."""
+    graph after it (:mod:`offline_graph.data.learning.value_runs`); 0: not value-based."""
 
     reward_scale: dict = field(default_factory=dict)
     """Value-based training: the reward scale measured once from the training episodes
-    (:class:`offline_graph.data.reward_scale.RewardScale` as a dict: ``method``, ``scale``,
+    (:class:`offline_graph.data.learning.reward_scale.RewardScale` as a dict: ``method``, ``scale``,
     ...); trained rewards are ``logged * scale``. Empty: rewards as logged."""
 
     offline_evaluation: dict = field(default_factory=dict)

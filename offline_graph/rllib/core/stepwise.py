@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from offline_graph.data.graph import GraphDict
+from offline_graph.data.graphs.graph import GraphDict
 
 NODE_STATE = "node_h"
 

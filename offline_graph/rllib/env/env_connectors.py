@@ -15,7 +15,7 @@ pipeline in place into::
                                in the step layout, see :mod:`offline_graph.rllib.env.env_states`)
     BatchGraphObservations     instead of BatchIndividualItems: one PyG batch of all
                                observations (the learner's layout, see
-                               :mod:`offline_graph.data.collate`), memory modules' STATE_IN
+                               :mod:`offline_graph.data.graphs.collate`), memory modules' STATE_IN
                                batched by :func:`~offline_graph.rllib.env.env_states.batch_states`,
                                other columns as before
     NumpyToTensor              (RLlib's, unchanged)
@@ -44,11 +44,11 @@ from ray.rllib.connectors.module_to_env import (
 )
 from ray.rllib.core.columns import Columns
 
-from offline_graph.data.collate import collate
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.collate import collate
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict, graph_to_dict, space_sizes
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.graph import GraphDict, graph_to_dict, space_sizes
+from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.making import DEFAULT_MASK_KEY
 from offline_graph.rllib.env.env_states import NODE_COUNTS, SplitNodeStates, batch_states, states_in_order
 

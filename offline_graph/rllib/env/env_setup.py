@@ -37,7 +37,7 @@ RUNNER_CPUS = 0.25
 
 
 def _text(space: Any) -> str:
-    from offline_graph.data.space_text import space_text
+    from offline_graph.data.graphs.space_text import space_text
 
     try:
         return space_text(space)

@@ -11,11 +11,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offline_graph.data.collate import collate
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.collate import collate
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.graph import GraphDict
+from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.rllib.core.stepwise import StepStates
 
 DEFAULT_EVAL_SEED = 987_654_321
@@ -63,7 +63,7 @@ def obs_batch(
 ) -> dict:
     """``{Columns.OBS: {x, edge_index, [edge_attr], batch, ptr, [action_mask]}}`` torch
     tensors of a list of observation dicts (the learner's batch layout, see
-    :mod:`offline_graph.data.collate`); ``mask_level`` "node" / "edge" batches ``action_mask``."""
+    :mod:`offline_graph.data.graphs.collate`); ``mask_level`` "node" / "edge" batches ``action_mask``."""
     import torch
     from ray.rllib.core.columns import Columns
 

@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.rllib.ope.estimate import estimate_value
 
 SELECT_DEFAULTS: dict[str, Any] = {"explore": False, "n_boot": 100, "epochs": 10, "bc_epochs": 5}

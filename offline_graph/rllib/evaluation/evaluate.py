@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict, space_sizes
+from offline_graph.data.graphs.graph import GraphDict, space_sizes
 from offline_graph.env.making import (
     DEFAULT_ENV,
     DEFAULT_MASK_KEY,

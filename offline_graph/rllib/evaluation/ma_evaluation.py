@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict, space_sizes
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.graph import GraphDict, space_sizes
+from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.ma_making import MultiAgentPolicy, is_multi_agent, make_multi_agent_env  # noqa: F401
 from offline_graph.env.making import DEFAULT_MASK_KEY, episode_seeds, load_user_policy, observe
 from offline_graph.rllib.evaluation.checkpoints import MODULE_SUBDIR, restore_module, restore_modules  # noqa: F401

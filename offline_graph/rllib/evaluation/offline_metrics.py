@@ -1,7 +1,7 @@
 """Offline metrics of a trained module on held-out episodes (for data without an env).
 
 ``offline-graph train`` with no env given or recorded holds a fraction of the episodes out of
-training (:mod:`offline_graph.data.holdout`) and reports, on them:
+training (:mod:`offline_graph.data.episodes.holdout`) and reports, on them:
 
 * ``action_agreement``: the fraction of held-out transitions whose greedy action (RLlib's
   ``get_inference_action_dist_cls().from_logits(...).to_deterministic().sample()``, as in the
@@ -17,10 +17,10 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from offline_graph.data.collate import collate
-from offline_graph.data.columns import GraphColumns
-from offline_graph.data.holdout import HOLDOUT_EVAL_LIMIT, read_held_out
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.graphs.collate import collate
+from offline_graph.data.graphs.columns import GraphColumns
+from offline_graph.data.episodes.holdout import HOLDOUT_EVAL_LIMIT, read_held_out
+from offline_graph.data.episodes.validation import EpisodeSpec
 
 
 def action_metrics(

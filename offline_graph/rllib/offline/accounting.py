@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Sequence
 
-from offline_graph.data.reader import ReadStats
+from offline_graph.data.episodes.reader import ReadStats
 
 NAMESPACE = "offline_graph"
 COLLECTOR = "offline_graph_accounting"

@@ -20,9 +20,9 @@ import torch
 from ray.data.collate_fn import ArrowBatchCollateFn
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from offline_graph.data.sequences import collate_runs, is_run_table
-from offline_graph.data.transitions import table_to_batch
-from offline_graph.data.value_runs import collate_value_runs, is_value_table
+from offline_graph.data.learning.sequences import collate_runs, is_run_table
+from offline_graph.data.learning.transitions import table_to_batch
+from offline_graph.data.learning.value_runs import collate_value_runs, is_value_table
 from offline_graph.rllib.offline.multi_agent import split_module_columns
 
 

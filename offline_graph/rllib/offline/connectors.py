@@ -18,15 +18,15 @@ from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from offline_graph.data.collate import collate, uncollate
+from offline_graph.data.graphs.collate import collate, uncollate
 from offline_graph.data.errors import OfflineGraphError
-from offline_graph.data.transitions import BOOKKEEPING_COLUMNS, graph_arrays, table_to_batch
+from offline_graph.data.learning.transitions import BOOKKEEPING_COLUMNS, graph_arrays, table_to_batch
 
 
 class AddGraphTransitionsToBatch(ConnectorV2):
     """Writes a columnar transition sample into the batch (replaces RLlib's default pieces).
 
-    In: ``shared_data["graph_transitions"]`` (:class:`~offline_graph.data.transitions.Transitions`)
+    In: ``shared_data["graph_transitions"]`` (:class:`~offline_graph.data.learning.transitions.Transitions`)
     or ``shared_data["graph_transition_table"]`` (an Arrow transition table).
 
     Out::

@@ -1,5 +1,5 @@
 """Episode rows from RLlib's own episodes: ``SingleAgentEpisode.get_state`` (the encoder of
-``data.codec``) and multi-agent rows (format in :mod:`offline_graph.data.multi_agent`)."""
+``data.codec``) and multi-agent rows (format in :mod:`offline_graph.data.episodes.multi_agent`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import msgpack_numpy as mnp
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from offline_graph.data.codec import MULTI_AGENT_FORMAT
+from offline_graph.data.episodes.codec import MULTI_AGENT_FORMAT
 from offline_graph.data.errors import ConfigError, DecodeError, where
-from offline_graph.data.graph import GraphDict
-from offline_graph.data.multi_agent import MULTI_AGENT_VERSION, agent_entries, is_multi_agent, unpack
+from offline_graph.data.graphs.graph import GraphDict
+from offline_graph.data.episodes.multi_agent import MULTI_AGENT_VERSION, agent_entries, is_multi_agent, unpack
 
 
 def encode_episode(
@@ -77,7 +77,7 @@ def _agent_env_steps(episode: MultiAgentEpisode, agent_id: Any, sa: SingleAgentE
 
 
 def multi_agent_state(episode: MultiAgentEpisode) -> dict:
-    """The msgpack-safe state of ``episode`` (format in :mod:`offline_graph.data.multi_agent`)."""
+    """The msgpack-safe state of ``episode`` (format in :mod:`offline_graph.data.episodes.multi_agent`)."""
     agents = []
     for agent_id, sa in episode.agent_episodes.items():
         buf = episode.env_t_to_agent_t[agent_id].get_state()

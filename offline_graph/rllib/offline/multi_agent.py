@@ -29,13 +29,13 @@ import gymnasium as gym
 import numpy as np
 import pyarrow as pa
 
-from offline_graph.data.buffer import TransitionBuffer
+from offline_graph.data.learning.buffer import TransitionBuffer
 from offline_graph.data.errors import ConfigError, SchemaError
-from offline_graph.data.multi_agent import read_agent_episodes, transitions_by_module
-from offline_graph.data.reader import OnError, ReadStats, spec_from_spaces
-from offline_graph.data.row_checks import check_rows
-from offline_graph.data.transitions import Transitions, transition_schema
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.episodes.multi_agent import read_agent_episodes, transitions_by_module
+from offline_graph.data.episodes.reader import OnError, ReadStats, spec_from_spaces
+from offline_graph.data.episodes.row_checks import check_rows
+from offline_graph.data.learning.transitions import Transitions, transition_schema
+from offline_graph.data.episodes.validation import EpisodeSpec
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig

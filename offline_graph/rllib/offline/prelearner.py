@@ -5,16 +5,16 @@ reading strategy for the config's input (:mod:`offline_graph.rllib.offline.readi
 ``rows``, ``runs``, ``multi_agent``). Per call it
 
 1. reads the batch: episode rows are decoded and validated column-wise
-   (:mod:`offline_graph.data.reader`), converted rows have their held-out episodes dropped;
+   (:mod:`offline_graph.data.episodes.reader`), converted rows have their held-out episodes dropped;
    rejections are raised or counted and reported to the run's accounting;
-2. buffers what it read (a columnar FIFO buffer, :mod:`offline_graph.data.buffer`; converted
+2. buffers what it read (a columnar FIFO buffer, :mod:`offline_graph.data.learning.buffer`; converted
    rows of memoryless modules pass straight through);
 3. samples what one call emits: ``k * train_batch_size_per_learner`` transitions (or runs, or
    joint per-module rows), ``k = max(1, round(new / B))``, so an epoch is about one pass over
    the data and each learner batch holds exactly B rows;
 4. runs the learner connector pipeline's *user* pieces, if any (RLlib's default pieces are
    replaced by :class:`~offline_graph.rllib.offline.connectors.AddGraphTransitionsToBatch`);
-5. returns Arrow rows (``offline_graph.data.transitions``): ragged list columns, no padding, no
+5. returns Arrow rows (``offline_graph.data.learning.transitions``): ragged list columns, no padding, no
    pickled objects. The learner's collate function builds the PyG batch.
 """
 
@@ -31,8 +31,8 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.reader import ReadStats, spec_from_spaces
-from offline_graph.data.transitions import Transitions
+from offline_graph.data.episodes.reader import ReadStats, spec_from_spaces
+from offline_graph.data.learning.transitions import Transitions
 from offline_graph.rllib.offline.checks import check_graph_config
 from offline_graph.rllib.offline.connectors import (
     AddGraphTransitionsToBatch,

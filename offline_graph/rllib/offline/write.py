@@ -20,10 +20,10 @@ import msgpack_numpy as mnp
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.format import episode_file_name, write_episode_file
-from offline_graph.data.space_text import space_text
+from offline_graph.data.store.format import episode_file_name, write_episode_file
+from offline_graph.data.graphs.space_text import space_text
 from offline_graph.rllib.offline.episodes import multi_agent_state, single_agent_state
 
 logger = logging.getLogger(__name__)

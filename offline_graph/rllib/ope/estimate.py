@@ -1,7 +1,7 @@
 """``estimate_value``: the expected return of a module's policy from logged episodes, without
 a simulator (off-policy evaluation).
 
-Methods (the estimator maths is :mod:`offline_graph.data.ope`):
+Methods (the estimator maths is :mod:`offline_graph.data.analysis.ope`):
 
 - ``"wis"``: per-episode weighted importance sampling;
 - ``"pdis"``: per-decision weighted importance sampling (running product of the ratios);
@@ -33,7 +33,7 @@ for FQE ``fqe_heads`` bootstrap Q heads fitted on Poisson-weighted episodes
 (:mod:`offline_graph.rllib.ope.fqe`), the interval ``value -+ 1.96 sd`` of their values, so it
 includes the fitting error (``fqe_heads=0``: resamples of one fitted model's ``V(s_0)``);
 DR's resample interval is widened by the spread of the DR values made with each head's model
-(:func:`offline_graph.data.ope.widen_interval`), so it includes the Q model's error too.
+(:func:`offline_graph.data.analysis.ope.widen_interval`), so it includes the Q model's error too.
 Where the logs carry the behaviour's ``action_logp``, FQE's interval is widened to hold that DR
 interval as well: the gap between the two estimates is the importance-sampling estimate of
 the Q model's bias, which the heads (sharing one encoder) do not see; a warning says when the
@@ -50,11 +50,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from offline_graph.data import ope
+from offline_graph.data.analysis import ope
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.logged import Logged, incomplete_warning, load_agents, load_logged
-from offline_graph.data.reader import spec_from_spaces
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.episodes.logged import Logged, incomplete_warning, load_agents, load_logged
+from offline_graph.data.episodes.reader import spec_from_spaces
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.rllib.ope.fqe import FQESettings
 from offline_graph.rllib.ope.fqe_model import fitted_model
 from offline_graph.rllib.offline.multi_agent import agent_module

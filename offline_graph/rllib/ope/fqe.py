@@ -72,7 +72,7 @@ import numpy as np
 import torch
 from ray.rllib.utils.torch_utils import update_target_network
 
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.rllib.core.critic import heads_q, legal, pick
 from offline_graph.rllib.core.gnn_layers import GraphEncoding
 from offline_graph.rllib.core.selection import OUTPUT_KEY

@@ -9,8 +9,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offline_graph.data import ope
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.analysis import ope
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.rllib.ope.fqe import MIN_STEPS, FQESettings, fit_fqe
 from offline_graph.rllib.ope.ope_policy import Choices
 

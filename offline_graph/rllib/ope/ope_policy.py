@@ -7,7 +7,7 @@ A policy over graphs has ``C_g`` choices in graph ``g``: ``k`` for ``Discrete(k)
 graph's choices), the layout of the Q heads (:mod:`offline_graph.rllib.core.critic`).
 
 - :func:`target_choices`: any RLModule whose ``forward_inference`` takes the learner batch's
-  observation (:mod:`offline_graph.data.collate`) and returns ``ACTION_DIST_INPUTS`` for a
+  observation (:mod:`offline_graph.data.graphs.collate`) and returns ``ACTION_DIST_INPUTS`` for a
   categorical ``get_inference_action_dist_cls()`` (RLlib's ``TorchCategorical`` and its
   subclasses, e.g. the choice categorical of node / edge selection): the distribution's
   probabilities (``explore=True``) or the greedy action with probability 1 (``explore=False``;
@@ -27,11 +27,11 @@ import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
 
-from offline_graph.data.collate import collate
-from offline_graph.data.columns import GraphColumns, concat_ranges, counts_to_ptr
+from offline_graph.data.graphs.collate import collate
+from offline_graph.data.graphs.columns import GraphColumns, concat_ranges, counts_to_ptr
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import space_sizes
-from offline_graph.data.spaces import selection_level
+from offline_graph.data.graphs.graph import space_sizes
+from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.rllib.core.critic import QNetwork, legal
 from offline_graph.rllib.core.gnn_layers import GraphEncoder
 from offline_graph.rllib.core.gnn_module import resolve_gnn_config

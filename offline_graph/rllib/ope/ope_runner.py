@@ -36,10 +36,10 @@ from ray.rllib.offline.offline_evaluation_runner import OfflineEvaluationRunner
 from ray.rllib.utils.metrics import DATASET_NUM_ITERS_EVALUATED
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.files import list_files
-from offline_graph.data.logged import Logged, held_out_episodes, load_agents, load_logged
-from offline_graph.data.ope import METHODS
-from offline_graph.data.reader import spec_from_spaces
+from offline_graph.data.store.files import list_files
+from offline_graph.data.episodes.logged import Logged, held_out_episodes, load_agents, load_logged
+from offline_graph.data.analysis.ope import METHODS
+from offline_graph.data.episodes.reader import spec_from_spaces
 from offline_graph.rllib.env.env_setup import offline_runners
 from offline_graph.rllib.offline.resources import SMALL_SHARE
 from offline_graph.rllib.offline.multi_agent import user_mapping

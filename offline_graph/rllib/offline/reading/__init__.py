@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.episodes.validation import EpisodeSpec
 from offline_graph.rllib.offline.reading.base import Reading
 from offline_graph.rllib.offline.reading.episodes import EpisodeTransitions, keep_columns
 from offline_graph.rllib.offline.reading.multi_agent import MultiAgentJointRows

@@ -1,5 +1,5 @@
 """What every reading strategy of :class:`~offline_graph.rllib.offline.prelearner.GraphOfflinePreLearner`
-shares: the run's counts (:class:`~offline_graph.data.reader.ReadStats`), the episode ids seen
+shares: the run's counts (:class:`~offline_graph.data.episodes.reader.ReadStats`), the episode ids seen
 so far, the accounting actor, and the two ways a batch comes in:
 
 * episode rows (``item`` [+ ``path``]): decoded, validated, held-out episodes dropped
@@ -20,13 +20,13 @@ import numpy as np
 import pyarrow as pa
 import ray
 
-from offline_graph.data.buffer import TransitionBuffer
-from offline_graph.data.holdout import drop_held_out, split_rows
-from offline_graph.data.row_checks import check_rows
-from offline_graph.data.reader import ReadStats, batch_columns, log_rejections, read_transitions
-from offline_graph.data.storage import uri_names
-from offline_graph.data.transitions import Transitions
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.learning.buffer import TransitionBuffer
+from offline_graph.data.episodes.holdout import drop_held_out, split_rows
+from offline_graph.data.episodes.row_checks import check_rows
+from offline_graph.data.episodes.reader import ReadStats, batch_columns, log_rejections, read_transitions
+from offline_graph.data.store.storage import uri_names
+from offline_graph.data.learning.transitions import Transitions
+from offline_graph.data.episodes.validation import EpisodeSpec
 from offline_graph.rllib.offline import accounting
 from offline_graph.rllib.core.settings import GraphSettings
 
@@ -110,7 +110,7 @@ class Reading:
 
     def read_rows(self, batch: Any) -> pa.Table:
         """Converted transition rows without the held-out episodes' rows (accounted like
-        episode input); damaged rows raise (:func:`~offline_graph.data.row_checks.check_rows`)."""
+        episode input); damaged rows raise (:func:`~offline_graph.data.episodes.row_checks.check_rows`)."""
         table = batch if isinstance(batch, pa.Table) else pa.table(batch)
         check_rows(table)
         if self.settings.holdout <= 0.0:

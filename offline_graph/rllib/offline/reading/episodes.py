@@ -2,7 +2,7 @@
 
 Each call decodes and validates its episode rows (:meth:`Reading.read_episodes`), adds their
 transitions to the FIFO buffer and samples ``k * B`` of them uniformly, ``k = max(1,
-round(new / B))``. One Arrow row per transition (:mod:`offline_graph.data.transitions`).
+round(new / B))``. One Arrow row per transition (:mod:`offline_graph.data.learning.transitions`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from offline_graph.data.transitions import Transitions, transition_schema
+from offline_graph.data.learning.transitions import Transitions, transition_schema
 from offline_graph.rllib.offline.reading.base import Reading
 
 KEEP = ("actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets")

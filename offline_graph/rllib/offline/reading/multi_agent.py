@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from offline_graph.data.reader import ReadStats
+from offline_graph.data.episodes.reader import ReadStats
 from offline_graph.rllib.offline.multi_agent import ModuleRouter
 from offline_graph.rllib.offline.reading.base import WHERE, Reading
 from offline_graph.rllib.core.settings import GraphSettings

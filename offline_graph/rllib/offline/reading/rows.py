@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from offline_graph.data.transitions import BOOKKEEPING_COLUMNS
+from offline_graph.data.learning.transitions import BOOKKEEPING_COLUMNS
 from offline_graph.rllib.offline.reading.base import Reading
 
 

@@ -2,7 +2,7 @@
 or converted rows -> ``k * B`` runs of consecutive steps.
 
 A run is a chunk of up to ``seq_length`` trained steps plus up to ``seq_context`` earlier steps
-of the same episode (:mod:`offline_graph.data.sequences`), one Arrow row per run, each graph
+of the same episode (:mod:`offline_graph.data.learning.sequences`), one Arrow row per run, each graph
 once. Converted rows are rebuilt into episodes from ``eps_id`` / ``t`` (no re-recording).
 ``k`` makes an epoch about one pass over the data: ``k = max(1, round(new / (B * L)))`` with
 ``L`` the mean trained steps per run.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from offline_graph.data.sequences import runs_to_arrow, sample_runs
-from offline_graph.data.transitions import transition_schema
+from offline_graph.data.learning.sequences import runs_to_arrow, sample_runs
+from offline_graph.data.learning.transitions import transition_schema
 from offline_graph.rllib.offline.reading.base import BufferedRuns
 from offline_graph.rllib.offline.reading.episodes import KEEP
 

@@ -1,6 +1,6 @@
 """Reading strategy ``value`` (IQL, CQL): episode rows or converted rows -> ``k * B / L``
 value runs, each ``L`` consecutive steps plus the graph after them
-(:mod:`offline_graph.data.value_runs`), so a learner batch holds every graph once and its
+(:mod:`offline_graph.data.learning.value_runs`), so a learner batch holds every graph once and its
 ``next_index`` points each trained step at its next graph.
 
 One learner batch is ``train_batch_size_per_learner`` *rows*; ``configure`` sets the run
@@ -8,7 +8,7 @@ length so a batch trains about ``B`` transitions (``L = value_run_length``, rows
 ``k`` makes an epoch about one pass over the data.
 
 Rewards are emitted times the reward scale measured by ``configure``
-(``settings.reward_scale``, :mod:`offline_graph.data.reward_scale`): episode files and
+(``settings.reward_scale``, :mod:`offline_graph.data.learning.reward_scale`): episode files and
 converted rows of the same episodes train on the same numbers.
 """
 
@@ -18,8 +18,13 @@ import dataclasses
 
 import pyarrow as pa
 
-from offline_graph.data.transitions import transition_schema
-from offline_graph.data.value_runs import MARKER, STEP_COLUMNS, sample_value_runs, value_runs_to_arrow
+from offline_graph.data.learning.transitions import transition_schema
+from offline_graph.data.learning.value_runs import (
+    MARKER,
+    STEP_COLUMNS,
+    sample_value_runs,
+    value_runs_to_arrow,
+)
 from offline_graph.rllib.offline.reading.base import BufferedRuns
 
 GRAPH_KEEP = ("x", "edge_index", "edge_attr", "node_mask", "edge_mask")

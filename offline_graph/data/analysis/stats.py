@@ -1,7 +1,7 @@
 """Statistics of recorded episode files: sizes, returns and what padding would cost (no Ray).
 
-Every episode row is decoded with :func:`~offline_graph.data.codec.decode_state` and
-checked with :func:`~offline_graph.data.validation.validate_episode` against a spec derived from
+Every episode row is decoded with :func:`~offline_graph.data.episodes.codec.decode_state` and
+checked with :func:`~offline_graph.data.episodes.validation.validate_episode` against a spec derived from
 the data itself: F from the first observation's ``x``, D from its ``edge_attr`` (None when
 absent), k = the episode's largest action + 1 (with a data-derived k no action can be out of
 range except a negative one, so a per-episode k checks exactly what a global one would).
@@ -28,16 +28,16 @@ from typing import Any
 
 import numpy as np
 
-from offline_graph.data.codec import RawEpisode, decode_state
+from offline_graph.data.episodes.codec import RawEpisode, decode_state
 from offline_graph.data.errors import (
     ConfigError,
     OfflineGraphError,
     where,
 )
-from offline_graph.data import storage
-from offline_graph.data.files import ScanBuilder, episode_table, list_files, read_episode_table
-from offline_graph.data.format import open_with_metadata
-from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
+from offline_graph.data.store import storage
+from offline_graph.data.store.files import ScanBuilder, episode_table, list_files, read_episode_table
+from offline_graph.data.store.format import open_with_metadata
+from offline_graph.data.episodes.validation import Episode, EpisodeSpec, validate_episode
 
 PERCENTILES = (50, 90, 99)
 
@@ -263,7 +263,8 @@ def summarize(col: Collected, n_max: int | None = None) -> dict[str, Any]:
 
 
 def inspect_path(path: str, *, strict: bool = False, n_max: int | None = None) -> dict[str, Any]:
-    """:func:`collect` then :func:`summarize` (multi-agent data: :mod:`offline_graph.data.ma_stats`)."""
+    """:func:`collect` then :func:`summarize` (multi-agent data:
+    :mod:`offline_graph.data.analysis.ma_stats`)."""
     return inspect_input(path, strict=strict, n_max=n_max)[0]
 
 
@@ -273,7 +274,7 @@ def inspect_input(
     """:func:`inspect_path`'s summary and the input's scan, as ``scan_files(path, "raise" if
     strict else "skip")`` makes it (``.scan``; ``.error``: the file it would refuse in raise
     mode), each file listed once and opened once; None for multi-agent data."""
-    from offline_graph.data import ma_stats
+    from offline_graph.data.analysis import ma_stats
 
     files = episode_files(path)
     meta, fh = open_with_metadata(files[0])
@@ -294,9 +295,9 @@ def inspect_input(
 
 def _first_is_multi_agent(table: Any, files: list[str], meta: dict[str, Any]) -> bool:
     """The first row of foreign episode files is a multi-agent episode (the probe of
-    :func:`offline_graph.data.ma_stats.is_multi_agent_data`, on the first file read already)."""
-    from offline_graph.data import ma_stats
-    from offline_graph.data.multi_agent import is_multi_agent, unpack
+    :func:`offline_graph.data.analysis.ma_stats.is_multi_agent_data`, on the first file read already)."""
+    from offline_graph.data.analysis import ma_stats
+    from offline_graph.data.episodes.multi_agent import is_multi_agent, unpack
 
     if not table.num_rows:  # the probe reads on in the next files
         return ma_stats.is_multi_agent_data(files[1:], meta)
@@ -316,7 +317,7 @@ def _fmt_bytes(n: float) -> str:
 def format_table(s: dict[str, Any]) -> str:
     """A small human-readable table of :func:`summarize`'s numbers."""
     if s.get("multi_agent"):
-        from offline_graph.data.ma_stats import format_multi_agent_table
+        from offline_graph.data.analysis.ma_stats import format_multi_agent_table
 
         return format_multi_agent_table(s)
     rows = [

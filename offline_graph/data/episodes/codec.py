@@ -4,7 +4,7 @@ A row's ``item`` is ``msgpack.packb(SingleAgentEpisode.get_state(), default=msgp
 byte for byte what RLlib writes with ``output_write_episodes=True``; RLlib's
 ``SingleAgentEpisode.from_state`` reads our rows and :func:`decode_state` reads RLlib's.
 Decoding does not build a ``SingleAgentEpisode``: it reads the state dict's buffers directly
-and hands the observation list to :mod:`offline_graph.data.validation`.
+and hands the observation list to :mod:`offline_graph.data.episodes.validation`.
 
 Every layout ``SingleAgentEpisode`` stores is read (``tests/test_encodings_zoo.py``):
 
@@ -39,7 +39,7 @@ from offline_graph.data.errors import DecodeError, where
 
 
 MULTI_AGENT_FORMAT = "offline_graph.multi_agent_episode"
-"""The ``format`` value of a multi-agent episode row (:mod:`offline_graph.data.multi_agent`)."""
+"""The ``format`` value of a multi-agent episode row (:mod:`offline_graph.data.episodes.multi_agent`)."""
 
 
 @dataclass
@@ -251,7 +251,7 @@ def decode_state(
     """``item`` bytes -> :class:`RawEpisode`; raises :class:`DecodeError` naming file and row.
 
     ``raw_arrays``: leave msgpack-numpy arrays as their maps (``{b"nd", b"type", b"shape",
-    b"data"}``) and msgpack arrays as tuples, for :mod:`offline_graph.data.fast_episode`, which
+    b"data"}``) and msgpack arrays as tuples, for :mod:`offline_graph.data.episodes.fast_episode`, which
     joins each episode's array bytes at once instead of building one ndarray per array.
     """
     ctx = where(file=file, row=row, column="item")

@@ -26,7 +26,7 @@ carry (the mapping function, lookback-buffer objects, spaces, maps keyed by int 
 ``offline_graph.rllib.offline.episodes.to_multi_agent_episode`` rebuilds the episode with RLlib's
 own ``MultiAgentEpisode.from_state``. Each agent's steps are an ordinary single-agent
 episode state, decoded and validated exactly like a single-agent row
-(:mod:`offline_graph.data.codec`, :mod:`offline_graph.data.validation`) against the spaces
+(:mod:`offline_graph.data.episodes.codec`, :mod:`offline_graph.data.episodes.validation`) against the spaces
 of the module the agent maps to. Rewards, returns-to-go and ``t`` are each agent's own.
 """
 
@@ -39,11 +39,18 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from offline_graph.data.codec import MULTI_AGENT_FORMAT, RawEpisode, decode_map, flag, integer, raw_from_state
+from offline_graph.data.episodes.codec import (
+    MULTI_AGENT_FORMAT,
+    RawEpisode,
+    decode_map,
+    flag,
+    integer,
+    raw_from_state,
+)
 from offline_graph.data.errors import ConfigError, DecodeError, OfflineGraphError, where
-from offline_graph.data.reader import OnError, ReadStats, reject, unique_digest
-from offline_graph.data.transitions import Transitions
-from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
+from offline_graph.data.episodes.reader import OnError, ReadStats, reject, unique_digest
+from offline_graph.data.learning.transitions import Transitions
+from offline_graph.data.episodes.validation import Episode, EpisodeSpec, validate_episode
 
 MULTI_AGENT_VERSION = 1
 __all__ = ["MULTI_AGENT_FORMAT", "MULTI_AGENT_VERSION", "AgentSteps", "MultiAgentRaw", "Route"]

@@ -10,14 +10,14 @@
     node_mask  bool    [sumN]      or None: allowed node actions (``NodeAction`` spaces)
     edge_mask  bool    [sumE]      or None: allowed edge actions (``EdgeAction`` spaces)
 
-The masks are the observation dicts' ``action_mask`` (see :mod:`offline_graph.data.spaces`); they
+The masks are the observation dicts' ``action_mask`` (see :mod:`offline_graph.data.graphs.spaces`); they
 are concatenated like ``x`` (node masks) or like ``edge_attr`` (edge masks).
 
 Every operation here (build, take, slice, concat) is vectorized over whole columns and driven
 by one table, :data:`BATCHING_RULES` (cf. PyG ``__inc__`` / ``__cat_dim__``): per column, whether
 it is node- or edge-level, along which axis it grows, whether collation offsets it by the
 graph's first node index, and its key in a collated batch. ``collate`` / ``uncollate`` and the
-Arrow row layout (``offline_graph.data.transitions``) read the same table.
+Arrow row layout (``offline_graph.data.learning.transitions``) read the same table.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from offline_graph.data.graph import GraphDict
+from offline_graph.data.graphs.graph import GraphDict
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Logged episodes for off-policy evaluation: whole single-agent episodes as
-:class:`~offline_graph.data.transitions.Transitions` (episodes contiguous, steps in order) and,
+:class:`~offline_graph.data.learning.transitions.Transitions` (episodes contiguous, steps in order) and,
 where the logs carry them, the behaviour policy's log-probabilities (pure numpy / pyarrow).
 
 Sources: episode files or directories (local or URIs), converted transition rows (files, or a
@@ -24,17 +24,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from offline_graph.data import storage
-from offline_graph.data.codec import unpack_item
-from offline_graph.data.columns import concat_ranges, counts_to_ptr
+from offline_graph.data.store import storage
+from offline_graph.data.episodes.codec import unpack_item
+from offline_graph.data.graphs.columns import concat_ranges, counts_to_ptr
 from offline_graph.data.errors import ConfigError, DecodeError, OfflineGraphError
-from offline_graph.data.files import input_location, scan_input
-from offline_graph.data.holdout import held_out
-from offline_graph.data.multi_agent import Route, read_agent_episodes
-from offline_graph.data.reader import read_transitions
-from offline_graph.data.space_text import space_text
-from offline_graph.data.spec import EpisodeSpec
-from offline_graph.data.transitions import Transitions
+from offline_graph.data.store.files import input_location, scan_input
+from offline_graph.data.episodes.holdout import held_out
+from offline_graph.data.episodes.multi_agent import Route, read_agent_episodes
+from offline_graph.data.episodes.reader import read_transitions
+from offline_graph.data.graphs.space_text import space_text
+from offline_graph.data.episodes.spec import EpisodeSpec
+from offline_graph.data.learning.transitions import Transitions
 
 LOGP_KEY = "action_logp"
 """RLlib's ``Columns.ACTION_LOGP``: the key EnvRunners record in ``extra_model_outputs``."""
@@ -371,7 +371,7 @@ def _read_rows(items: list, path: str, spec: EpisodeSpec) -> list[Transitions]:
 
 
 def held_out_episodes(logged: Logged, fraction: float, seed: int) -> Logged:
-    """The episodes of ``logged`` that training holds out (:mod:`offline_graph.data.holdout`)."""
+    """The episodes of ``logged`` that training holds out (:mod:`offline_graph.data.episodes.holdout`)."""
     mask = held_out(logged.trans.episode_ids, fraction, seed)[logged.trans.episode_index]
     rows = np.flatnonzero(mask)
     if not rows.size:

@@ -5,7 +5,7 @@ big-endian unsigned 64-bit integer and divided by ``2**64``, is below ``fraction
 depends only on the episode id, the fraction and the seed, not on file order, batching or the
 number of workers. The prelearner drops held-out episodes (episode files) or rows (converted
 transition rows, by their ``eps_id``) and counts them (``episodes_held_out`` /
-``transitions_held_out`` of :class:`~offline_graph.data.reader.ReadStats`: read = used +
+``transitions_held_out`` of :class:`~offline_graph.data.episodes.reader.ReadStats`: read = used +
 rejected + held out); :func:`read_held_out` reads the same episodes back on the driver for
 the offline metrics of ``offline-graph train``.
 """
@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from offline_graph.data import storage
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.store import storage
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.reader import ReadStats, read_transitions
-from offline_graph.data.transitions import Transitions, table_to_graphs
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.episodes.reader import ReadStats, read_transitions
+from offline_graph.data.learning.transitions import Transitions, table_to_graphs
+from offline_graph.data.episodes.validation import EpisodeSpec
 
 HOLDOUT_EVAL_LIMIT = 20_000
 """The driver reads held-out transitions for the offline metrics up to this many."""

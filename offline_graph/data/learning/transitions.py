@@ -11,7 +11,7 @@ One row per transition, no padding, no pickled objects::
     rewards        float32
     terminateds    bool      True on the last step of a terminated episode
     truncateds     bool      True on the last step of a truncated episode
-    value_targets  float32   discounted returns-to-go (see offline_graph.data.returns)
+    value_targets  float32   discounted returns-to-go (see offline_graph.data.learning.returns)
     eps_id         string (dictionary-encoded)
     t              int64     step index within the episode (the agent's step, multi-agent)
     agent_id       string (dictionary-encoded)  multi-agent rows only: the agent's id (``str``)
@@ -41,12 +41,12 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from offline_graph.data.collate import collate
-from offline_graph.data.columns import BATCHING_RULES, GraphColumns, counts_to_ptr
+from offline_graph.data.graphs.collate import collate
+from offline_graph.data.graphs.columns import BATCHING_RULES, GraphColumns, counts_to_ptr
 from offline_graph.data.errors import SchemaError
-from offline_graph.data.graph_arrow import graph_arrays, graph_arrays_at, table_to_graphs
-from offline_graph.data.returns import discounted_returns
-from offline_graph.data.validation import Episode, EpisodeSpec
+from offline_graph.data.graphs.graph_arrow import graph_arrays, graph_arrays_at, table_to_graphs
+from offline_graph.data.learning.returns import discounted_returns
+from offline_graph.data.episodes.validation import Episode, EpisodeSpec
 
 GRAPH_COLUMNS = tuple(BATCHING_RULES)
 FINAL = "final_"

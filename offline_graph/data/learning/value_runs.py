@@ -5,7 +5,7 @@ A value update needs ``(s, a, r, s', terminated, truncated)`` and the action mas
 The next graph of step ``t`` is the graph of step ``t + 1``; shipping it again with every
 transition would double the bytes. Instead a row is a *value run*: a chunk of up to ``length``
 consecutive steps of one episode (cut from its first step, like the memory runs of
-:mod:`offline_graph.data.sequences`) plus the one graph after its last step: the next step's
+:mod:`offline_graph.data.learning.sequences`) plus the one graph after its last step: the next step's
 observation, or the episode's final observation (:attr:`Transitions.final_obs`; stored, never
 the next reset, so a truncated episode bootstraps from it). ``L`` steps ship ``L + 1`` graphs.
 
@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from offline_graph.data.collate import collate
-from offline_graph.data.columns import GraphColumns, concat_ranges
+from offline_graph.data.graphs.collate import collate
+from offline_graph.data.graphs.columns import GraphColumns, concat_ranges
 from offline_graph.data.errors import SchemaError
-from offline_graph.data.sequences import _flatten, _offsets, segment_starts
-from offline_graph.data.transitions import Transitions, graph_arrays, table_to_graphs
+from offline_graph.data.learning.sequences import _flatten, _offsets, segment_starts
+from offline_graph.data.learning.transitions import Transitions, graph_arrays, table_to_graphs
 
 STEP_COLUMNS = ("actions", "rewards", "terminateds", "truncateds")
 MARKER = "steps"
@@ -176,7 +176,7 @@ def collate_value_runs(table: pa.Table) -> dict[str, Any]:
         raise SchemaError(
             f"collate_value_runs: each row must hold steps + 1 graphs and steps actions (found "
             f"{len(graphs)} graphs for {int(steps.sum())} steps in {len(steps)} rows). Rows come "
-            "from offline_graph.data.value_runs.value_runs_to_arrow."
+            "from offline_graph.data.learning.value_runs.value_runs_to_arrow."
         )
     obs = collate(graphs)
     first = np.concatenate([[0], np.cumsum(steps + 1)[:-1]]).astype(np.int64)

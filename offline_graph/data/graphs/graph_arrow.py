@@ -1,7 +1,7 @@
 """Graph columns as Arrow list columns and back (pure numpy / pyarrow).
 
 One list per row, the growing axis first (``edge_index`` edge-major: Arrow lists are
-row-major), as :mod:`offline_graph.data.transitions` lays out transition rows. A set of
+row-major), as :mod:`offline_graph.data.learning.transitions` lays out transition rows. A set of
 graphs may also sit on *some* rows only, null on the others (:func:`graph_arrays_at`: the
 final observations of converted rows); the nulls cost an offset and a validity bit per row,
 no values.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from offline_graph.data.columns import BATCHING_RULES, GraphColumns, counts_to_ptr
+from offline_graph.data.graphs.columns import BATCHING_RULES, GraphColumns, counts_to_ptr
 
 
 def ragged_column(values: np.ndarray, ptr: np.ndarray) -> pa.ListArray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.transitions import Transitions
+from offline_graph.data.learning.transitions import Transitions
 
 
 class TransitionBuffer:

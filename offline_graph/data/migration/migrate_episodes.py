@@ -1,5 +1,5 @@
 """Old transition rows -> finished episodes: grouping by ``eps_id``, ordering by ``t``, checks
-(pure numpy, no Ray, no torch). The vectors are unpadded by :mod:`offline_graph.data.migrate`.
+(pure numpy, no Ray, no torch). The vectors are unpadded by :mod:`offline_graph.data.migration.migrate`.
 
 An episode is the rows of one ``eps_id`` sorted by ``t``: ``obs_0..obs_{T-1}`` from ``obs``,
 ``obs_T`` from the last row's ``new_obs``. Rows may come in any order and from several files;
@@ -37,10 +37,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from offline_graph.data.action_checks import float32_finite
+from offline_graph.data.episodes.action_checks import float32_finite
 from offline_graph.data.errors import GraphValidationError, OfflineGraphError, where
-from offline_graph.data.graph import GraphDict
-from offline_graph.data.migrate import Problem, RepeatedLayout, unpad
+from offline_graph.data.graphs.graph import GraphDict
+from offline_graph.data.migration.migrate import Problem, RepeatedLayout, unpad
 
 OnError = Literal["raise", "skip"]
 

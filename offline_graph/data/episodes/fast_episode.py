@@ -3,14 +3,14 @@
 ``decode_state(item, raw_arrays=True)`` leaves every array as its msgpack-numpy map
 (``{b"nd": True, b"type": "<f4", b"shape": [N, F], b"data": bytes}``). For well-formed
 episodes, :func:`fast_episode` (one episode) and :func:`fast_block` (a block of episode rows,
-straight to :class:`~offline_graph.data.transitions.Transitions`) check all shapes and dtypes from
+straight to :class:`~offline_graph.data.learning.transitions.Transitions`) check all shapes and dtypes from
 those maps in a few list comprehensions, join the data bytes of all observations and build
 ``x``, ``edge_index`` and ``edge_attr`` with one ``frombuffer`` each: no ndarray per
 observation. Value checks (finite, index ranges, actions, rewards) are the same vectorized
 functions as the full path, run once per episode (``fast_episode``) or once per block
 (``fast_block``).
 
-Every layout :mod:`offline_graph.data.codec` reads takes this path: observation dicts or
+Every layout :mod:`offline_graph.data.episodes.codec` reads takes this path: observation dicts or
 ``GraphInstance`` triples (whose ``edge_links [E, 2]``, int32 or int64, are already the
 edge-major pairs we store: joined without a gather), ``to_numpy()`` episodes (split into
 per-step maps by the decoder), actions and rewards as lists of Python numbers, of numpy
@@ -20,7 +20,7 @@ Python numbers) runs exactly the per-block work it ran before the others were ad
 Anything unusual (another dtype, a missing key, a list where a dict belongs, an unfinished
 episode, wrong lengths, layouts mixed within a block; for a block also any failed value check
 or a repeated episode id) returns None; the caller then runs the full path
-(:func:`offline_graph.data.validation.validate_episode`, episode by episode), which names the exact
+(:func:`offline_graph.data.episodes.validation.validate_episode`, episode by episode), which names the exact
 problem or skips and counts exactly the bad episodes.
 """
 
@@ -31,11 +31,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from offline_graph.data.columns import GraphColumns, counts_to_ptr
-from offline_graph.data.codec import RawEpisode, decode_map, decode_state
+from offline_graph.data.graphs.columns import GraphColumns, counts_to_ptr
+from offline_graph.data.episodes.codec import RawEpisode, decode_map, decode_state
 from offline_graph.data.errors import OfflineGraphError, where
-from offline_graph.data.transitions import Transitions
-from offline_graph.data.validation import (
+from offline_graph.data.learning.transitions import Transitions
+from offline_graph.data.episodes.validation import (
     Episode,
     EpisodeSpec,
     check_actions_rewards,
@@ -299,7 +299,7 @@ def _no_ctx(t: int | None = None, column: str | None = None) -> str:
 def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transitions | None:
     """A block of episode rows (``item`` bytes) -> all their transitions, validated as one.
 
-    Returns a :class:`~offline_graph.data.transitions.Transitions` equal to
+    Returns a :class:`~offline_graph.data.learning.transitions.Transitions` equal to
     ``Transitions.from_episodes(read_episodes(items, ...), gamma)``, or None when any row is
     unusual or invalid (the caller then runs the per-episode path for the whole block, which
     names or counts exactly the bad rows). Every observation is checked, the final ones

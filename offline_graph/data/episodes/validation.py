@@ -27,7 +27,7 @@ Checks, each with a short ``reason`` key used for skip-mode accounting:
 =====================  ==================================================================
 
 Every check is vectorized over the whole episode after one pass that collects shapes.
-Observations arrive as dicts: :func:`offline_graph.data.codec.decode_state` turns gymnasium
+Observations arrive as dicts: :func:`offline_graph.data.episodes.codec.decode_state` turns gymnasium
 ``GraphInstance`` rows into dicts and drops lookback steps (see its module doc).
 """
 
@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from offline_graph.data.action_checks import check_actions_rewards
-from offline_graph.data.columns import GraphColumns, counts_to_ptr, masks_or_allowed
-from offline_graph.data.codec import RawEpisode
+from offline_graph.data.episodes.action_checks import check_actions_rewards
+from offline_graph.data.graphs.columns import GraphColumns, counts_to_ptr, masks_or_allowed
+from offline_graph.data.episodes.codec import RawEpisode
 from offline_graph.data.errors import GraphValidationError, where
-from offline_graph.data.spec import EpisodeSpec
+from offline_graph.data.episodes.spec import EpisodeSpec
 
 __all__ = ["Episode", "EpisodeSpec", "check_actions_rewards", "check_values", "validate_episode", "values_ok"]
 
@@ -71,7 +71,7 @@ def _fail(reason: str, msg: str) -> GraphValidationError:
 def _array(value: Any) -> np.ndarray:
     """``np.asarray(value)``; what numpy makes no array of (ragged or too deeply nested lists,
     undecodable bytes), and an array header left undecoded because it does not describe its
-    bytes (:func:`offline_graph.data.codec.decode_map`), become a 0-d object array, which
+    bytes (:func:`offline_graph.data.episodes.codec.decode_map`), become a 0-d object array, which
     every shape check refuses."""
     if not isinstance(value, dict):
         try:
@@ -206,7 +206,7 @@ def checked_episode(
 ) -> Episode:
     """The :class:`Episode` of ``raw``'s built columns once its features and edge indices
     (:func:`check_values`), actions and rewards (``check_actions_rewards``) pass (both the
-    full and the fast path, :mod:`offline_graph.data.fast_episode`)."""
+    full and the fast path, :mod:`offline_graph.data.episodes.fast_episode`)."""
     check_values(graphs, ctx)
     check_actions_rewards(actions, rewards, spec, ctx, graphs)
     return Episode(

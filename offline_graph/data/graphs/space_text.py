@@ -22,11 +22,11 @@ from typing import Any, Iterable, Literal
 import gymnasium as gym
 import numpy as np
 
-from offline_graph.data.codec import RawEpisode
+from offline_graph.data.episodes.codec import RawEpisode
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import space_sizes
-from offline_graph.data.spaces import EdgeAction, NodeAction, selection_level
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.graphs.graph import space_sizes
+from offline_graph.data.graphs.spaces import EdgeAction, NodeAction, selection_level
+from offline_graph.data.episodes.validation import EpisodeSpec
 
 Role = Literal["observation", "action"]
 _ACTIONS: dict[str, Any] = {"discrete": gym.spaces.Discrete, "node": NodeAction, "edge": EdgeAction}

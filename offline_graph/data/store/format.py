@@ -6,7 +6,7 @@ Two kinds of files exist:
   ``msgpack.packb(SingleAgentEpisode.get_state(), default=msgpack_numpy.encode)``
   (exactly what RLlib writes with ``output_write_episodes=True``).
 * ``transitions``: one transition per row with ragged Arrow list columns (see
-  :mod:`offline_graph.data.transitions`), written by ``offline-graph convert``.
+  :mod:`offline_graph.data.learning.transitions`), written by ``offline-graph convert``.
 
 Files written by RLlib itself carry no offline_graph metadata; they are read as ``episodes``
 of the current version.
@@ -20,7 +20,7 @@ from typing import Any, Literal, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from offline_graph.data import storage
+from offline_graph.data.store import storage
 from offline_graph.data.errors import FormatVersionError, StorageError, where
 
 FORMAT_VERSION = 1

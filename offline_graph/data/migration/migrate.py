@@ -29,7 +29,7 @@ once and checks every row (the reasons below are the skip-mode counting keys):
 Values round-trip exactly: the preprocessor stored float32, ``x`` / ``edge_attr`` come back as
 float32 and ``edge_index`` as int64 (exact while indices stay below 2**24, which float32
 storage already imposed). Rows are grouped into episodes by
-:mod:`offline_graph.data.migrate_episodes`.
+:mod:`offline_graph.data.migration.migrate_episodes`.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from offline_graph.data.action_checks import float32_finite
+from offline_graph.data.episodes.action_checks import float32_finite
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
+from offline_graph.data.graphs.graph import GraphDict
 
 KEYS = ("x", "edge_index", "edge_attr")
 Problem = tuple[str, str, str]

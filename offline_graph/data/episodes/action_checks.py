@@ -1,6 +1,6 @@
 """Checks of an episode's actions and rewards (pure numpy): the ``action``, ``action_mask``,
 ``masked_action``, ``too_many_choices`` and ``reward`` rows of
-:mod:`offline_graph.data.validation`'s table, shared by the full and the fast path.
+:mod:`offline_graph.data.episodes.validation`'s table, shared by the full and the fast path.
 
 Actions arrive as whatever RLlib stored: Python ints, numpy scalars of any int or float
 width, 0-d arrays or one array (``tests/test_encodings_zoo.py``). :func:`integer_actions`
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from offline_graph.data.columns import GraphColumns
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import GraphValidationError
-from offline_graph.data.spec import EpisodeSpec
+from offline_graph.data.episodes.spec import EpisodeSpec
 
 
 def _fail(reason: str, msg: str) -> GraphValidationError:

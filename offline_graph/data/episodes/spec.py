@@ -1,6 +1,6 @@
 """What a valid episode looks like: :class:`EpisodeSpec`, derived from the spaces
-(:func:`offline_graph.data.reader.spec_from_spaces`) and read by every check of
-:mod:`offline_graph.data.validation` and :mod:`offline_graph.data.action_checks`."""
+(:func:`offline_graph.data.episodes.reader.spec_from_spaces`) and read by every check of
+:mod:`offline_graph.data.episodes.validation` and :mod:`offline_graph.data.episodes.action_checks`."""
 
 from __future__ import annotations
 

@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
-from offline_graph.data.codec import decode_state
+from offline_graph.data.episodes.codec import decode_state
 from offline_graph.data.errors import REASON_SUFFIX, OfflineGraphError, SchemaError, where
-from offline_graph.data.fast_episode import fast_block, fast_episode
-from offline_graph.data.transitions import Transitions
-from offline_graph.data.validation import Episode, EpisodeSpec, validate_episode
+from offline_graph.data.episodes.fast_episode import fast_block, fast_episode
+from offline_graph.data.learning.transitions import Transitions
+from offline_graph.data.episodes.validation import Episode, EpisodeSpec, validate_episode
 
 logger = logging.getLogger(__name__)
 OnError = Literal["raise", "skip"]
@@ -29,7 +29,7 @@ OnError = Literal["raise", "skip"]
 @dataclass
 class ReadStats:
     """Accounting: episodes read = used + rejected (per reason) + held out (the offline
-    metrics' split, :mod:`offline_graph.data.holdout`)."""
+    metrics' split, :mod:`offline_graph.data.episodes.holdout`)."""
 
     episodes_read: int = 0
     episodes_used: int = 0
@@ -204,7 +204,7 @@ def read_transitions(
     transition once; the same accepted rows, rejections and errors as
     ``Transitions.from_episodes(read_episodes(...), gamma)``.
 
-    Rows go through :func:`offline_graph.data.fast_episode.fast_block` ``FAST_CHUNK`` at a time; a
+    Rows go through :func:`offline_graph.data.episodes.fast_episode.fast_block` ``FAST_CHUNK`` at a time; a
     chunk with any unusual or bad row, or an id taken earlier (in this call, or with other
     content in ``seen_ids``), goes through :func:`read_episodes` instead, which names or
     counts exactly the bad rows.
@@ -252,8 +252,8 @@ def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
     space pair."""
     import gymnasium as gym
 
-    from offline_graph.data.graph import space_sizes
-    from offline_graph.data.spaces import selection_level
+    from offline_graph.data.graphs.graph import space_sizes
+    from offline_graph.data.graphs.spaces import selection_level
 
     feat, edim = space_sizes(observation_space)
     if not isinstance(action_space, gym.spaces.Discrete):

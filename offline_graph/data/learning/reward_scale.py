@@ -34,10 +34,10 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow.parquet as pq
 
-from offline_graph.data import storage
-from offline_graph.data.codec import decode_state
+from offline_graph.data.store import storage
+from offline_graph.data.episodes.codec import decode_state
 from offline_graph.data.errors import ConfigError, OfflineGraphError
-from offline_graph.data.holdout import held_out
+from offline_graph.data.episodes.holdout import held_out
 
 METHODS = ("none", "return_range", "standard")
 """The reward scaling methods (module doc)."""

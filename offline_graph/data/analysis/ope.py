@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from offline_graph.data.columns import concat_ranges
+from offline_graph.data.graphs.columns import concat_ranges
 from offline_graph.data.errors import ConfigError
 
 METHODS = ("wis", "pdis", "dr", "fqe")

@@ -11,7 +11,7 @@ Input: ``GraphColumns`` of B graphs. Output (the learner's observation layout)::
                                    nodes (concatenated like x) or edges (like edge_attr)
 
 Batching rules are data (cf. PyG ``__inc__`` / ``__cat_dim__``): both directions loop over
-:data:`offline_graph.data.columns.BATCHING_RULES` (level, growing axis, offset by the node
+:data:`offline_graph.data.graphs.columns.BATCHING_RULES` (level, growing axis, offset by the node
 count, batch key); only ``batch`` and ``ptr`` are built here.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from offline_graph.data.columns import BATCHING_RULES, MASK_COLUMNS, GraphColumns
+from offline_graph.data.graphs.columns import BATCHING_RULES, MASK_COLUMNS, GraphColumns
 
 
 def collate(graphs: GraphColumns) -> dict[str, np.ndarray]:

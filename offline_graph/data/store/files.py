@@ -25,8 +25,8 @@ from offline_graph.data.errors import (
     StorageError,
     where,
 )
-from offline_graph.data import storage
-from offline_graph.data.format import open_with_metadata, parse_metadata
+from offline_graph.data.store import storage
+from offline_graph.data.store.format import open_with_metadata, parse_metadata
 
 REQUIRED: dict[str, dict[str, tuple[pa.DataType, ...] | None]] = {
     "episodes": {"item": (pa.binary(), pa.large_binary())},
@@ -263,7 +263,7 @@ def read_episode_table(file: str) -> tuple[dict[str, Any], pa.Table]:
 
 def episode_table(file: str, meta: dict[str, Any], fh: Any) -> tuple[dict[str, Any], pa.Table]:
     """:func:`read_episode_table` of ``file`` opened already (``meta``, ``fh``:
-    :func:`~offline_graph.data.format.open_with_metadata`'s answer); closes ``fh``."""
+    :func:`~offline_graph.data.store.format.open_with_metadata`'s answer); closes ``fh``."""
     with fh:
         if meta.get("kind") != "episodes":
             raise FormatVersionError(

@@ -2,11 +2,11 @@
 
 Each agent id has its own spaces: the file metadata's ``agent_spaces`` (``{str(agent_id):
 {"observation_space": text, "action_space": text}}``, compact texts of
-:mod:`offline_graph.data.space_text`), else inferred per agent id from the first
+:mod:`offline_graph.data.graphs.space_text`), else inferred per agent id from the first
 ``INFER_EPISODES`` decodable episodes of the first ``INFER_FILES`` files
-(:func:`~offline_graph.data.space_text.infer_spaces` over that agent's steps). Agents are keyed
+(:func:`~offline_graph.data.graphs.space_text.infer_spaces` over that agent's steps). Agents are keyed
 by ``str(agent_id)`` (the ``agent_id`` column of converted rows). Every agent's steps are
-validated with :func:`offline_graph.data.multi_agent.read_agent_episodes` against its agent's
+validated with :func:`offline_graph.data.episodes.multi_agent.read_agent_episodes` against its agent's
 spec; a bad agent rejects its whole episode (the message names file, row, episode, agent,
 step and column), an agent id without spaces is rejected with reason ``unknown_agent``.
 
@@ -30,18 +30,18 @@ from offline_graph.data.errors import (
     GraphValidationError,
     where,
 )
-from offline_graph.data.files import FileScan, FirstRows, read_episode_table, sample_rows
-from offline_graph.data.format import read_file_metadata
-from offline_graph.data.multi_agent import (
+from offline_graph.data.store.files import FileScan, FirstRows, read_episode_table, sample_rows
+from offline_graph.data.store.format import read_file_metadata
+from offline_graph.data.episodes.multi_agent import (
     AgentEpisode,
     MultiAgentRaw,
     decode_multi_agent,
     is_multi_agent,
     unpack,
 )
-from offline_graph.data.reader import OnError, ReadStats, spec_from_spaces
-from offline_graph.data.space_text import infer_spaces, parse_space, space_text
-from offline_graph.data.validation import EpisodeSpec
+from offline_graph.data.episodes.reader import OnError, ReadStats, spec_from_spaces
+from offline_graph.data.graphs.space_text import infer_spaces, parse_space, space_text
+from offline_graph.data.episodes.validation import EpisodeSpec
 
 INFER_EPISODES = 64
 INFER_FILES = 4
@@ -177,7 +177,7 @@ def read_parts(
     modules: dict | None = None,
 ) -> list[AgentEpisode]:
     """Validated agent parts of episode rows (file by file: errors name the file)."""
-    from offline_graph.data.multi_agent import read_agent_episodes
+    from offline_graph.data.episodes.multi_agent import read_agent_episodes
 
     out: list[AgentEpisode] = []
     lo = 0

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from offline_graph.data.collate import collate
-from offline_graph.data.columns import concat_ranges
-from offline_graph.data.transitions import Transitions, graph_arrays, table_to_graphs
+from offline_graph.data.graphs.collate import collate
+from offline_graph.data.graphs.columns import concat_ranges
+from offline_graph.data.learning.transitions import Transitions, graph_arrays, table_to_graphs
 
 STEP_COLUMNS = ("actions", "value_targets")
 
