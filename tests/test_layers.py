@@ -8,6 +8,8 @@ import subprocess
 import sys
 import warnings
 
+import pytest
+
 import offline_graph.data
 
 CORE_MODULES = sorted(
@@ -74,7 +76,24 @@ def test_unknown_name_on_an_old_path_says_where_it_moved() -> None:
         raise AssertionError("no AttributeError")
 
 
-def test_rllib_module_paths_from_before_the_sub_packages_still_work() -> None:
+def forget_old_paths(monkeypatch: pytest.MonkeyPatch, *paths: str) -> None:
+    """Each old path warns on its first use in a process (the name found is kept): drop what an
+    earlier test in this worker may have left, so that this test sees every first use."""
+    import importlib
+
+    for path in paths:
+        monkeypatch.delitem(sys.modules, path, raising=False)
+        package, _, name = path.rpartition(".")
+        if (
+            package in sys.modules
+            and name
+            and not isinstance(getattr(sys.modules[package], name, None), type(sys))
+        ):
+            monkeypatch.delattr(sys.modules[package], name, raising=False)
+    importlib.invalidate_caches()
+
+
+def test_rllib_module_paths_from_before_the_sub_packages_still_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 39: ``offline_graph.rllib.<module>`` (47 flat modules) -> ``rllib.<room>.<module>``.
     The old flat path, an old submodule of ``reading``, a name on an old module whose path is now
     a sub-package (``rllib.evaluation``, ``rllib.ope``, ``rllib.algorithms``) and a pickled
@@ -86,6 +105,16 @@ def test_rllib_module_paths_from_before_the_sub_packages_still_work() -> None:
     from offline_graph.rllib.offline.reading.base import Reading
     from offline_graph.rllib.ope.estimate import estimate_value
 
+    forget_old_paths(
+        monkeypatch,
+        "offline_graph.rllib.algorithms.GraphBC",
+        "offline_graph.rllib.evaluation.greedy_actions",
+        "offline_graph.rllib.ope.estimate_value",
+        "offline_graph.rllib.gnn_module",
+        "offline_graph.rllib.reading",
+        "offline_graph.rllib.reading.base",
+        "offline_graph.rllib.settings",
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         from offline_graph.rllib.algorithms import GraphBC as old_bc  # type: ignore[attr-defined]
@@ -107,11 +136,12 @@ def test_rllib_module_paths_from_before_the_sub_packages_still_work() -> None:
     )
 
 
-def test_experiment_program_paths_from_before_the_runner_still_work() -> None:
+def test_experiment_program_paths_from_before_the_runner_still_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 39: ``offline_graph.cli.ma_experiment`` / ``stitch_experiment`` (one program each)
     -> one task spec each under ``offline_graph.cli.experiments``; their ``main`` is the task's."""
     from offline_graph.cli.experiments import stitch, team
 
+    forget_old_paths(monkeypatch, "offline_graph.cli.ma_experiment", "offline_graph.cli.stitch_experiment")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         from offline_graph.cli.ma_experiment import main as old_team  # type: ignore[import-not-found]
@@ -120,7 +150,7 @@ def test_experiment_program_paths_from_before_the_runner_still_work() -> None:
     assert [w.category for w in caught] == [DeprecationWarning] * 2
 
 
-def test_data_module_paths_from_before_the_sub_packages_still_work() -> None:
+def test_data_module_paths_from_before_the_sub_packages_still_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 39: ``offline_graph.data.<module>`` (30 flat modules) -> ``data.<room>.<module>``;
     a checkpoint's pickled ``NodeAction`` under ``offline_graph.data.spaces`` still loads."""
     from offline_graph.data.graphs.collate import collate
@@ -129,6 +159,7 @@ def test_data_module_paths_from_before_the_sub_packages_still_work() -> None:
     blob = pickle.dumps(NodeAction(5), protocol=0).replace(
         b"offline_graph.data.graphs.spaces", b"offline_graph.data.spaces"
     )
+    forget_old_paths(monkeypatch, "offline_graph.data.collate", "offline_graph.data.spaces")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         from offline_graph.data.collate import collate as old_collate  # type: ignore[import-not-found]

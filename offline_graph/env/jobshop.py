@@ -1,15 +1,15 @@
-"""JobShop (``"offline_graph/JobShop-v0"``, :class:`~offline_graph.data.spaces.NodeAction`): L2D's MDP.
+"""JobShop (``"offline_graph/JobShop-v0"``, :class:`~offline_graph.data.graphs.spaces.NodeAction`): L2D's MDP.
 
 Job-shop scheduling as in L2D (Zhang et al., NeurIPS 2020, "Learning to Dispatch for Job Shop
 Scheduling via Deep Reinforcement Learning"): ``J`` jobs, each a chain of ``M`` operations,
 one per machine; at each step the agent dispatches one operation, after ``J * M`` steps every
 operation is scheduled and the episode terminates with the makespan in ``info["makespan"]``.
 
-* **Instances** (:class:`JobShopConfig`, one per episode): a Taillard instance
-  (``instance="ta01"`` ... ``"ta80"``), a fixed one (``durations`` and ``machines``, ``[J, M]``),
-  or by default a new random one per episode from L2D's generator (``n_jobs x n_machines``,
-  durations uniform in ``[low, high]``; drawn from the env's RNG, so ``reset(seed=s)`` fixes
-  it). ``reset(options={"instance": "ta41"})`` or ``reset(options={"durations": d,
+* **Instances** (:class:`~offline_graph.env.jobshop_instances.JobShopConfig`, one per episode): a
+  Taillard instance (``instance="ta01"`` ... ``"ta80"``), a fixed one (``durations`` and
+  ``machines``, ``[J, M]``), or by default a new random one per episode from L2D's generator
+  (``n_jobs x n_machines``, durations uniform in ``[low, high]``; drawn from the env's RNG,
+  so ``reset(seed=s)`` fixes it). ``reset(options={"instance": "ta41"})`` or ``reset(options={"durations": d,
   "machines": m})`` loads that instance instead. See
   :mod:`~offline_graph.env.jobshop_instances` (generator, Taillard, best known bounds).
 * **Observation**: ``GraphInstance`` on all ``N = J * M`` operations (node ``j * M + k`` is job
@@ -43,7 +43,6 @@ steps of a 100x20 episode took 0.07-0.5 s of env time on 2 shared CPU cores.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,92 +51,16 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.spaces import NodeAction
+from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.env.jobshop_instances import (
+    JOBSHOP_FEATURES,
     TAILLARD_UPPER_BOUNDS,
+    JobShopConfig,
     check_instance,
     generate_instance,
     taillard_instance,
 )
 from offline_graph.env.selection import Policy, SelectionEnv
-
-JOBSHOP_FEATURES = (
-    "lower_bound",
-    "finished",
-    "candidate",
-    "duration",
-    "work_before",
-    "work_remaining",
-    "ops_remaining",
-)
-"""Node columns of :class:`JobShopEnv`: completion-time lower bound / ``time_scale`` (L2D);
-finished (L2D); candidate (the action mask); duration / ``time_scale``; the job's work before
-this operation and from it on (itself included) / ``time_scale``; the job's operations from this
-one on / ``M``. The last four never change in an episode."""
-
-
-@dataclasses.dataclass(frozen=True)
-class JobShopConfig:
-    """Settings of :class:`JobShopEnv`. The instance source is ``instance`` (a Taillard name),
-    else ``durations`` and ``machines`` (a fixed instance), else the generator."""
-
-    n_jobs: int = 10
-    """J of generated instances."""
-    n_machines: int = 10
-    """M of generated instances."""
-    low: int = 1
-    """Smallest generated duration."""
-    high: int = 99
-    """Largest generated duration (included; L2D's code draws 1..98, ``high=98``)."""
-    instance: str | None = None
-    """A Taillard instance, ``"ta01"`` ... ``"ta80"``, for every episode."""
-    durations: Any = None
-    """A fixed instance's durations, ``[J, M]`` integers >= 1 (with ``machines``)."""
-    machines: Any = None
-    """A fixed instance's machines, ``[J, M]``, each row a permutation of ``0..M-1``."""
-    max_nodes: int = 2000
-    """The action space is ``NodeAction(max_nodes)``; instances may have up to this many
-    operations (2000: the largest Taillard instances, 100x20)."""
-    time_scale: float = 1000.0
-    """Times are divided by it in the node features (L2D: 1000)."""
-    reward_scale: float = 1.0
-    """Rewards are multiplied by it."""
-    illegal_penalty: float = 1.0
-    """An illegal action's reward is ``reward_scale * (bound - total work) - illegal_penalty``."""
-    raise_on_illegal: bool = False
-    """Raise a ConfigError on an illegal action instead of ending the episode."""
-    expert_time_limit: float = 10.0
-    """Seconds CP-SAT may spend per instance for the ``"expert"`` / ``"mixed"`` policies."""
-
-    def __post_init__(self) -> None:
-        def bad(field: str, expected: str, hint: str) -> ConfigError:
-            return ConfigError(
-                f"JobShopConfig: {field} must be {expected} (found {getattr(self, field)!r}). {hint}"
-            )
-
-        for field in ("n_jobs", "n_machines", "low", "max_nodes"):
-            if int(getattr(self, field)) < 1:
-                raise bad(field, ">= 1", "Counts and durations are positive integers.")
-        if int(self.high) < int(self.low):
-            raise bad("high", f">= low={self.low}", "Durations are drawn from [low, high].")
-        for field in ("time_scale", "reward_scale", "illegal_penalty", "expert_time_limit"):
-            if not float(getattr(self, field)) > 0:
-                raise bad(field, "> 0", "It is a positive scale, penalty or time limit.")
-        if self.instance is not None and self.instance not in TAILLARD_UPPER_BOUNDS:
-            raise bad("instance", "None or 'ta01' ... 'ta80'", "Taillard's instances, two-digit numbers.")
-        if (self.durations is None) != (self.machines is None):
-            raise bad("durations", "given together with machines", "A fixed instance needs both arrays.")
-        if self.instance is not None and self.durations is not None:
-            raise bad("instance", "None when durations are given", "Give one instance source.")
-        if self.durations is not None:
-            d, _ = check_instance("JobShopConfig", self.durations, self.machines)
-            shape = d.shape
-        elif self.instance is not None:
-            shape = taillard_instance(self.instance)[0].shape
-        else:
-            shape = (int(self.n_jobs), int(self.n_machines))
-        if shape[0] * shape[1] > int(self.max_nodes):
-            raise bad("max_nodes", f">= J * M = {shape[0] * shape[1]}", "Every operation is a node.")
 
 
 class JobShopEnv(SelectionEnv):
@@ -159,11 +82,11 @@ class JobShopEnv(SelectionEnv):
     ) -> None:
         super().__init__(config, render_mode, **overrides)
         inf = np.inf
+        self._extra = bool(self.config.extra_features)
+        high = [inf, 1, 1, inf, inf, inf, 1] + ([inf, inf] if self._extra else [])
         self.observation_space = gym.spaces.Graph(
             node_space=gym.spaces.Box(
-                np.zeros(len(JOBSHOP_FEATURES), np.float32),
-                np.array([inf, 1, 1, inf, inf, inf, 1], np.float32),
-                dtype=np.float32,
+                np.zeros(len(high), np.float32), np.array(high, np.float32), dtype=np.float32
             ),
             edge_space=gym.spaces.Box(0.0, 1.0, (1,), np.float32),
         )
@@ -239,7 +162,7 @@ class JobShopEnv(SelectionEnv):
         self._cand = np.zeros(J * M, bool)
         self._cand[::M] = True
         s = np.float32(1.0 / float(self.config.time_scale))
-        x = np.zeros((J * M, len(JOBSHOP_FEATURES)), np.float32)
+        x = np.zeros((J * M, len(JOBSHOP_FEATURES) + 2 * self._extra), np.float32)
         x[:, 0] = self._lb.reshape(-1) * s
         x[::M, 2] = 1.0
         x[:, 3] = self._dur.reshape(-1) * s
@@ -247,6 +170,9 @@ class JobShopEnv(SelectionEnv):
         x[:, 5] = (self._cum[:, -1:] - self._cum + self._dur).reshape(-1) * s
         x[:, 6] = np.tile((M - np.arange(M)) / M, J)
         self._x = x
+        if self._extra:
+            self._est = (self._cum - self._dur).reshape(-1).astype(np.int64)  # job-order bounds
+            self._update_starts(range(0, J * M, M))
         ops = np.arange(J * M, dtype=np.int64).reshape(J, M)
         self._job_links = np.stack([ops[:, :-1].reshape(-1), ops[:, 1:].reshape(-1)], axis=1)
         self._links = self._job_links
@@ -307,16 +233,37 @@ class JobShopEnv(SelectionEnv):
             f"{allowed} (found {a}: {what}). Dispatch only nodes allowed by info['action_mask']."
         )
 
-    def _place(self, op: int) -> int:
-        """Schedule ``op`` by the permissible left shift; its start time."""
+    def _earliest(self, op: int) -> tuple[int, int]:
+        """(start, position on its machine) ``op`` would get by the permissible left shift."""
         d, m = self._dur_l[op], self._mach_l[op]
         ready = self._end_l[op - 1] if op % self._M else 0
-        starts, ends, ops = self._mstarts[m], self._mends[m], self._mops[m]
+        starts, ends = self._mstarts[m], self._mends[m]
         pos = bisect.bisect_right(starts, ready)  # first operation starting after the job is ready
         earliest = max(ready, ends[pos - 1]) if pos else ready
         while pos < len(starts) and earliest + d > starts[pos]:  # gap before starts[pos] too short
             earliest = ends[pos]
             pos += 1
+        return earliest, pos
+
+    def _update_starts(self, changed: Any) -> None:
+        """Extra features: left-shift starts of the ``changed`` candidates, then the slack
+        column of every candidate (against the earliest candidate start)."""
+        for op in changed:
+            self._est[op] = self._earliest(op)[0]
+        s = np.float32(1.0 / float(self.config.time_scale))
+        cand = np.flatnonzero(self._cand)
+        self._x[:, 7] = self._est * s
+        self._x[:, 8] = 0.0
+        if cand.size:
+            est = self._est[cand]
+            self._x[cand, 8] = (est - est.min()) * s
+
+    def _place(self, op: int) -> int:
+        """Schedule ``op`` by the permissible left shift; its start time."""
+        m = self._mach_l[op]
+        starts, ends, ops = self._mstarts[m], self._mends[m], self._mops[m]
+        earliest, pos = self._earliest(op)
+        d = self._dur_l[op]
         starts.insert(pos, earliest)
         ends.insert(pos, earliest + d)
         ops.insert(pos, op)
@@ -354,6 +301,12 @@ class JobShopEnv(SelectionEnv):
         if k + 1 < self._M:
             self._cand[a + 1] = True
             self._x[a + 1, 2] = 1.0
+        if self._extra:
+            self._est[a] = start
+            self._est[a + 1 : (j + 1) * self._M] = row[k + 1 :] - self._cum[j, k + 1 :] + self._cum[j, k:-1]
+            m = self._mach_l[a]
+            cand = np.flatnonzero(self._cand).tolist()
+            self._update_starts([c for c in cand if self._mach_l[c] == m or c == a + 1])
         old = self._max_lb
         self._max_lb = max(old, int(row[-1]))
         done = self._t >= self._n

@@ -1,4 +1,5 @@
-"""Job-shop instances: L2D's random generator and the 80 Taillard (1993) benchmark instances.
+"""Job-shop instances (L2D's random generator, the 80 Taillard (1993) benchmark instances) and
+the env's settings (:class:`JobShopConfig`, node columns :data:`JOBSHOP_FEATURES`).
 
 An instance is a pair of int64 arrays ``(durations [J, M], machines [J, M])``: job ``j``'s
 ``k``-th operation runs ``durations[j, k]`` time units on machine ``machines[j, k]``
@@ -31,6 +32,7 @@ An instance is a pair of int64 arrays ``(durations [J, M], machines [J, M])``: j
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -191,3 +193,92 @@ def gap(makespan: float, name: str) -> float:
         )
     ub = TAILLARD_UPPER_BOUNDS[name]
     return (float(makespan) - ub) / ub
+
+
+# ----------------------------------------------------------------- the env's settings
+JOBSHOP_FEATURES = (
+    "lower_bound",
+    "finished",
+    "candidate",
+    "duration",
+    "work_before",
+    "work_remaining",
+    "ops_remaining",
+)
+"""Node columns of :class:`JobShopEnv`: completion-time lower bound / ``time_scale`` (L2D);
+finished (L2D); candidate (the action mask); duration / ``time_scale``; the job's work before
+this operation and from it on (itself included) / ``time_scale``; the job's operations from this
+one on / ``M``. The last four never change in an episode."""
+
+JOBSHOP_EXTRA_FEATURES = ("start", "start_slack")
+"""Node columns appended with ``JobShopConfig(extra_features=True)``: the start time / ``time_scale``
+(a scheduled operation's; a candidate's by the permissible left shift if dispatched now; any other
+operation's job-order bound, lower bound minus duration), and for candidates that start minus the
+earliest such start of any candidate / ``time_scale`` (0 for the others): which dispatch the
+machines allow first, a quantity that does not grow with the instance size."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobShopConfig:
+    """Settings of :class:`JobShopEnv`. The instance source is ``instance`` (a Taillard name),
+    else ``durations`` and ``machines`` (a fixed instance), else the generator."""
+
+    n_jobs: int = 10
+    """J of generated instances."""
+    n_machines: int = 10
+    """M of generated instances."""
+    low: int = 1
+    """Smallest generated duration."""
+    high: int = 99
+    """Largest generated duration (included; L2D's code draws 1..98, ``high=98``)."""
+    instance: str | None = None
+    """A Taillard instance, ``"ta01"`` ... ``"ta80"``, for every episode."""
+    durations: Any = None
+    """A fixed instance's durations, ``[J, M]`` integers >= 1 (with ``machines``)."""
+    machines: Any = None
+    """A fixed instance's machines, ``[J, M]``, each row a permutation of ``0..M-1``."""
+    max_nodes: int = 2000
+    """The action space is ``NodeAction(max_nodes)``; instances may have up to this many
+    operations (2000: the largest Taillard instances, 100x20)."""
+    time_scale: float = 1000.0
+    """Times are divided by it in the node features (L2D: 1000)."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by it."""
+    illegal_penalty: float = 1.0
+    """An illegal action's reward is ``reward_scale * (bound - total work) - illegal_penalty``."""
+    raise_on_illegal: bool = False
+    """Raise a ConfigError on an illegal action instead of ending the episode."""
+    expert_time_limit: float = 10.0
+    """Seconds CP-SAT may spend per instance for the ``"expert"`` / ``"mixed"`` policies."""
+    extra_features: bool = False
+    """Append the node columns :data:`JOBSHOP_EXTRA_FEATURES` (9 columns instead of 7)."""
+
+    def __post_init__(self) -> None:
+        def bad(field: str, expected: str, hint: str) -> ConfigError:
+            return ConfigError(
+                f"JobShopConfig: {field} must be {expected} (found {getattr(self, field)!r}). {hint}"
+            )
+
+        for field in ("n_jobs", "n_machines", "low", "max_nodes"):
+            if int(getattr(self, field)) < 1:
+                raise bad(field, ">= 1", "Counts and durations are positive integers.")
+        if int(self.high) < int(self.low):
+            raise bad("high", f">= low={self.low}", "Durations are drawn from [low, high].")
+        for field in ("time_scale", "reward_scale", "illegal_penalty", "expert_time_limit"):
+            if not float(getattr(self, field)) > 0:
+                raise bad(field, "> 0", "It is a positive scale, penalty or time limit.")
+        if self.instance is not None and self.instance not in TAILLARD_UPPER_BOUNDS:
+            raise bad("instance", "None or 'ta01' ... 'ta80'", "Taillard's instances, two-digit numbers.")
+        if (self.durations is None) != (self.machines is None):
+            raise bad("durations", "given together with machines", "A fixed instance needs both arrays.")
+        if self.instance is not None and self.durations is not None:
+            raise bad("instance", "None when durations are given", "Give one instance source.")
+        if self.durations is not None:
+            d, _ = check_instance("JobShopConfig", self.durations, self.machines)
+            shape = d.shape
+        elif self.instance is not None:
+            shape = taillard_instance(self.instance)[0].shape
+        else:
+            shape = (int(self.n_jobs), int(self.n_machines))
+        if shape[0] * shape[1] > int(self.max_nodes):
+            raise bad("max_nodes", f">= J * M = {shape[0] * shape[1]}", "Every operation is a node.")

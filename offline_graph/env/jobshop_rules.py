@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graph import GraphDict
+from offline_graph.data.graphs.graph import GraphDict
 from offline_graph.env.policies import RANDOM_ACTION_HINT, check_epsilon, check_name
 
 Policy = Callable[[GraphDict, dict[str, Any]], int]
@@ -43,7 +43,8 @@ JOBSHOP_POLICY_NAMES = (
 )
 """Names :func:`make_jobshop_policy` (and ``JobShopEnv.make_policy``) accept."""
 
-# len(JOBSHOP_FEATURES): offline_graph.env.jobshop imports this module, not the other way round
+# len(JOBSHOP_FEATURES) (+ 2 with JobShopConfig.extra_features): offline_graph.env.jobshop
+# imports this module, not the other way round
 _NUM_FEATURES = 7
 
 
@@ -51,9 +52,10 @@ def allowed_operations(obs: GraphDict, where: str = "jobshop rule") -> np.ndarra
     """Int64 indices of the allowed operations: ``obs["action_mask"]`` if present, else the
     ``candidate`` column; raises if there is none (a terminal observation)."""
     x = np.asarray(obs["x"])
-    if x.ndim != 2 or x.shape[1] != _NUM_FEATURES:
+    if x.ndim != 2 or x.shape[1] not in (_NUM_FEATURES, _NUM_FEATURES + 2):
         raise ConfigError(
-            f"{where}: obs['x'] must be [N, {_NUM_FEATURES}] (found shape {list(x.shape)}). "
+            f"{where}: obs['x'] must be [N, {_NUM_FEATURES}] or [N, {_NUM_FEATURES + 2}] with the "
+            f"extra features (found shape {list(x.shape)}). "
             "Pass an observation of offline_graph/JobShop-v0 (graph_to_dict(obs, 1))."
         )
     mask = obs.get("action_mask")
