@@ -229,7 +229,8 @@ def test_command_line_tasks_and_old_names(capsys):
     with pytest.raises(SystemExit) as info:
         experiment.parse_args(["--task", "maze", "--output", "x"])
     assert info.value.code == 2
-    assert "--task must be one of ['graph', 'team', 'stitch', 'jobshop'] (found 'maze')" in capsys.readouterr().err
+    expected = "--task must be one of ['graph', 'team', 'stitch', 'jobshop'] (found 'maze')"
+    assert expected in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", TASKS)
