@@ -41,9 +41,10 @@ from offline_graph.bench.jobshop_eval import (
     profile_rollout,
     taillard_gaps,
 )
-from offline_graph.bench.jobshop_train import ALGOS, quiet_ray_data, record_logs, train
+from offline_graph.bench.jobshop_train import ALGOS, record_logs, train
 from offline_graph.env.jobshop_instances import TAILLARD_GROUPS, generate_instance
 from offline_graph.env.jobshop_rules import JOBSHOP_RULES
+from offline_graph.rllib.core.ray_session import quiet_ray_data
 
 PUBLISHED: dict[str, tuple[float, float, float, float, float]] = {
     "15x15": (54.8, 56.7, 47.1, 45.0, 26.0),

@@ -142,20 +142,6 @@ def make_config(
     return offline_graph.configure(config, seed=seed)
 
 
-def quiet_ray_data() -> None:
-    """Ray Data's progress lines off (they flood the per-run lines); warnings stay."""
-    import logging
-
-    from ray.data import DataContext
-
-    ctx = DataContext.get_current()
-    for attr in ("enable_progress_bars", "enable_operator_progress_bars", "print_on_execution_start"):
-        if hasattr(ctx, attr):
-            setattr(ctx, attr, False)
-    for name in ("ray.data", "ray.rllib", "ray.tune"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
 def train(
     algo: str, data: Sequence[str], seed: int, iterations: int, **options: Any
 ) -> tuple[Any, dict[str, Any]]:

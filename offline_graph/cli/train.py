@@ -63,11 +63,11 @@ from offline_graph.cli.train_config import (
     Config,
     build_config,
     data_metadata,
-    quiet_ray_data,
 )
 from offline_graph.cli.ma_train import check_flags
 from offline_graph.cli.train_resume import identity, resume_point, save_progress
 from offline_graph.cli.train_select import TrainSelection, check_select, resumed_estimates
+from offline_graph.rllib.core.ray_session import quiet_ray_data
 from offline_graph.cli.train_report import (
     SideSampler,
     fmt,

@@ -1,13 +1,12 @@
 """``offline-graph train``'s settings (:class:`Config`) and their RLlib side: the
 BCConfig / MARWILConfig of a :class:`Config`.
 
-Also what building it needs from the data (the first file's offline_graph metadata) and the
-quieting of Ray Data's progress logging.
+Also what building it needs from the data (the first file's offline_graph metadata); Ray Data's
+progress logging is quieted by :func:`offline_graph.rllib.core.ray_session.quiet_ray_data`.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -254,19 +253,3 @@ def configure(cfg: Config, config: Any, data: Any = None) -> Any:
         holdout_seed=cfg.holdout_seed,
         reward_scaling=cfg.reward_scaling,
     )
-
-
-def quiet_ray_data() -> None:
-    """Ray Data's progress logging floods the per-iteration lines; keep warnings only."""
-    try:
-        from ray.data import DataContext
-
-        ctx = DataContext.get_current()
-        ctx.enable_progress_bars = False
-        for attr in ("enable_operator_progress_bars", "print_on_execution_start"):
-            if hasattr(ctx, attr):
-                setattr(ctx, attr, False)
-    except Exception:  # noqa: BLE001, S110 (only cosmetics)
-        pass
-    for name in ("ray.data", "ray.rllib", "ray.tune"):
-        logging.getLogger(name).setLevel(logging.WARNING)

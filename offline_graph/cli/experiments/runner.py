@@ -112,8 +112,7 @@ def train_rows(
 ) -> list[dict[str, Any]]:
     """Every row trained with seeds ``0..cfg.seeds-1`` in one Ray session, a line printed per
     run; returns the lines of the table: per row and module, its runs and statistics."""
-    from offline_graph.cli.train_config import quiet_ray_data
-    from offline_graph.rllib.core.ray_session import start_ray, stop_ray
+    from offline_graph.rllib.core.ray_session import quiet_ray_data, start_ray, stop_ray
 
     trainer = TRAINERS[task.trainer]
     started = start_ray(cfg.num_cpus)

@@ -1,9 +1,11 @@
-"""Ray for this process: :func:`start_ray` (quiet, unless one runs already) and
-:func:`stop_ray` (at the end of a command that started it)."""
+"""Ray for this process: :func:`start_ray` (quiet, unless one runs already),
+:func:`quiet_ray_data` (Ray Data's progress lines off) and :func:`stop_ray` (at the end of a
+command that started it)."""
 
 from __future__ import annotations
 
 import gc
+import logging
 
 
 def start_ray(num_cpus: int | None = None) -> bool:
@@ -28,3 +30,19 @@ def stop_ray(started: bool) -> None:
     gc.collect()
     if started:
         ray.shutdown()
+
+
+def quiet_ray_data() -> None:
+    """Ray Data's progress logging floods the per-iteration lines; keep warnings only."""
+    try:
+        from ray.data import DataContext
+
+        ctx = DataContext.get_current()
+        ctx.enable_progress_bars = False
+        for attr in ("enable_operator_progress_bars", "print_on_execution_start"):
+            if hasattr(ctx, attr):
+                setattr(ctx, attr, False)
+    except Exception:  # noqa: BLE001, S110 (only cosmetics)
+        pass
+    for name in ("ray.data", "ray.rllib", "ray.tune"):
+        logging.getLogger(name).setLevel(logging.WARNING)
