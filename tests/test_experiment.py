@@ -233,6 +233,19 @@ def test_command_line_tasks_and_old_names(capsys):
     assert expected in capsys.readouterr().err
 
 
+def test_jobshop_task_keeps_the_bench_command_line():
+    """``--task jobshop`` is parsed by the runner from its Config, with the options and
+    defaults of ``python -m offline_graph.bench.jobshop`` (the docs' Reproduce line, none, quick)."""
+    from offline_graph.bench import jobshop
+
+    line = "--sizes 10x10 15x15 --episodes 60 --extra-features --seeds 0 1 2 --groups all --rules --output r"
+    for argv in (line.split(), [], ["--quick"]):
+        name, cfg = experiment.parse_args(["--task", "jobshop", *argv])
+        assert name == "jobshop" and vars(jobshop.resolve(cfg)) == vars(jobshop.parse_args(argv))
+    args = jobshop.resolve(experiment.parse_args(["--task", "jobshop", *line.split()])[1])
+    assert (args.sizes, args.seeds, args.rules, len(args.groups)) == ([(10, 10), (15, 15)], [0, 1, 2], [], 8)
+
+
 @pytest.mark.parametrize("name", TASKS)
 def test_every_task_has_one_option_per_field_and_help(name):
     task = task_of(name)
@@ -263,6 +276,8 @@ def test_every_task_has_one_option_per_field_and_help(name):
             ["--task", "stitch", "--logs-epsilon", "1.5"],
             "stitch-experiment: --logs-epsilon must be in [0, 1] (found 1.5).",
         ),
+        (["--task", "jobshop", "--sizes", "10"], "jobshop: --sizes must be JxM sizes (found ['10'])."),
+        (["--task", "jobshop", "--groups", "7x7"], "jobshop: --groups must be among ['15x15', "),
     ],
 )
 def test_bad_values_exit_2(argv, message, capsys):

@@ -77,6 +77,16 @@ def test_quick_jobshop_learning(tmp_path):
     assert result["rules"]["mwkr"]["15x15"]["makespans"][0] > 1231
     assert "| 15x15 |" in result["table"] and "26.0%" in result["table"]
 
+    from offline_graph.env.jobshop_instances import taillard_instance
+
+    schedule = run["schedule"]  # the Gantt chart's: ta01's, checked by hand
+    assert schedule["instance"] == "ta01" and schedule["makespan"] == ta01["makespans"][0]
+    assert (
+        _check_schedule(*taillard_instance("ta01"), np.asarray(schedule["start_times"]))
+        == schedule["makespan"]
+    )
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["jobshop_gantt.png", "jobshop_gaps.png"]
+
 
 def test_extra_features_are_the_left_shift_starts():
     """JobShopConfig(extra_features=True): column 7 of a candidate is the start the env gives

@@ -30,6 +30,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -41,24 +42,18 @@ from offline_graph.bench.jobshop_eval import (
     profile_rollout,
     taillard_gaps,
 )
+from offline_graph.bench.experiments.jobshop_report import (
+    PUBLISHED,
+    PUBLISHED_COLUMNS,
+    merge,
+    save_plots,
+    summarize,
+    table,
+)
 from offline_graph.bench.jobshop_train import ALGOS, record_logs, train
 from offline_graph.env.jobshop_instances import TAILLARD_GROUPS, generate_instance
 from offline_graph.env.jobshop_rules import JOBSHOP_RULES
 from offline_graph.rllib.core.ray_session import quiet_ray_data
-
-PUBLISHED: dict[str, tuple[float, float, float, float, float]] = {
-    "15x15": (54.8, 56.7, 47.1, 45.0, 26.0),
-    "20x15": (65.2, 60.7, 50.6, 47.7, 30.0),
-    "20x20": (64.2, 55.7, 47.6, 42.8, 31.6),
-    "30x15": (61.6, 52.6, 45.0, 45.6, 33.0),
-    "30x20": (66.0, 63.9, 56.3, 48.2, 33.6),
-    "50x15": (51.4, 40.9, 34.8, 30.1, 22.4),
-    "50x20": (59.5, 53.9, 41.5, 37.9, 26.5),
-    "100x20": (41.0, 32.9, 23.4, 20.2, 13.6),
-}
-"""Issue 41's table (L2D, NeurIPS 2020, Table 3), in %: :data:`PUBLISHED_COLUMNS`. L2D's rules
-ran in L2D's own MDP; its last three entries come from its 30x20 policy."""
-PUBLISHED_COLUMNS = ("spt", "mwkr", "fdd_mwkr", "mopnr", "l2d")
 
 QUICK = {
     "sizes": ["6x6"],
@@ -122,7 +117,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--generated", type=int, default=10, help="held-out generated instances (vs random)")
     p.add_argument("--time-100x20", action="store_true", help="profile one greedy schedule of ta71")
     p.add_argument("--merge", nargs="+", default=None, help="combine these results JSONs (no run)")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--plots", default=None, help="directory of the two PNGs (default: the directory of --output)"
+    )
+    return resolve(p.parse_args(argv))
+
+
+def resolve(args: Any) -> Any:
+    """``--quick`` applied, ``--groups all`` expanded and ``--sizes`` as ``(J, M)`` pairs, on a
+    copy of the parsed options (an ``argparse.Namespace`` or the experiment's Config)."""
+    args = argparse.Namespace(**vars(args))
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
@@ -130,6 +134,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.groups = list(TAILLARD_GROUPS)
     args.sizes = [_size(s) if isinstance(s, str) else s for s in args.sizes]
     return args
+
+
+def _keep_first(store: dict[str, Any]) -> Callable[[str, dict[str, Any]], None]:
+    """An ``on_instance`` callback of :func:`taillard_gaps` that keeps the first instance's
+    schedule in ``store`` (``instance``, ``start_times`` [J][M], ``makespan``): the Gantt chart."""
+
+    def keep(name: str, res: dict[str, Any]) -> None:
+        if not store:
+            store.update(
+                instance=name, start_times=res["start_times"].tolist(), makespan=int(res["makespan"])
+            )
+
+    return keep
 
 
 def record_all(args: argparse.Namespace, logs: str) -> list[dict[str, Any]]:
@@ -163,42 +180,6 @@ def record_all(args: argparse.Namespace, logs: str) -> list[dict[str, Any]]:
             flush=True,
         )
     return out
-
-
-def summarize(runs: list[dict[str, Any]], groups: list[str]) -> dict[str, dict[str, dict[str, float]]]:
-    """``{label: {group: {"mean", "min", "seeds"}}}`` of the runs' mean gaps (in %); a run's
-    label is its algorithm, ``+x`` with the extra node features."""
-    gaps: dict[str, dict[str, list[float]]] = {}
-    for run in runs:
-        for group in groups:
-            if group in run["taillard"]:
-                per_algo = gaps.setdefault(run.get("label", run["algo"]), {})
-                per_algo.setdefault(group, []).append(100.0 * run["taillard"][group]["mean_gap"])
-    return {
-        algo: {
-            group: {"mean": float(np.mean(v)), "min": float(np.min(v)), "seeds": float(len(v))}
-            for group, v in per_group.items()
-        }
-        for algo, per_group in gaps.items()
-    }
-
-
-def table(result: dict[str, Any]) -> str:
-    """Markdown: group | ours (mean / min over seeds) | rules measured here | L2D published."""
-    algos = list(result["summary"])
-    rules = list(result["rules"])
-    head = [f"{a.upper()} mean / min" for a in algos] + [f"{r.upper()} (ours)" for r in rules]
-    lines = ["| group | " + " | ".join(head) + " | L2D (published) |", "|---" * (len(head) + 2) + "|"]
-    for group in result["groups"]:
-        cells = []
-        for a in algos:
-            c = result["summary"][a].get(group)
-            cells.append(f"{c['mean']:.1f}% / {c['min']:.1f}%" if c else "-")
-        for r in rules:
-            g = result["rules"][r].get(group)
-            cells.append(f"{100 * g['mean_gap']:.1f}%" if g else "-")
-        lines.append(f"| {group} | " + " | ".join(cells) + f" | {PUBLISHED[group][4]:.1f}% |")
-    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -253,7 +234,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "mean_makespan": float(np.mean(spans)),
                     "random_mean_makespan": float(np.mean(random_spans)),
                 }
-                facts["taillard"] = taillard_gaps(chooser, args.groups, args.per_group, None, env_options)
+                facts["schedule"] = {}
+                facts["taillard"] = taillard_gaps(
+                    chooser, args.groups, args.per_group, _keep_first(facts["schedule"]), env_options
+                )
                 secs = [s for g in facts["taillard"].values() for s in g["seconds"]]
                 facts["inference_seconds_per_instance"] = float(np.mean(secs))
                 facts["label"] = algo + ("+x" if env_options["extra_features"] else "")
@@ -285,47 +269,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def merge(paths: list[str]) -> dict[str, Any]:
-    """Several results files as one: their runs, rules (per group, first seen wins), logs and
-    the 100x20 timing, the summary and table recomputed over the union of their groups."""
-    parts = []
-    for path in paths:
-        with open(path) as fh:
-            part = json.load(fh)
-        extra = part.get("env_options", {}).get("extra_features", False)
-        for r in part["runs"]:
-            r.setdefault("label", r["algo"] + ("+x" if extra else ""))
-        parts.append(part)
-    groups = [g for g in TAILLARD_GROUPS if any(g in p["groups"] for p in parts)]
-    rules: dict[str, dict[str, Any]] = {}
-    for p in parts:
-        for rule, per_group in p["rules"].items():
-            for group, cell in per_group.items():
-                rules.setdefault(rule, {}).setdefault(group, cell)
-    result: dict[str, Any] = {
-        "mode": "merged",
-        "merged": paths,
-        "sizes": parts[0]["sizes"],
-        "groups": groups,
-        "logs": parts[0]["logs"],
-        "runs": [r for p in parts for r in p["runs"]],
-        "rules": rules,
-        "published": parts[0]["published"],
-        "timing_100x20": next((p["timing_100x20"] for p in parts if p.get("timing_100x20")), None),
-    }
-    result["summary"] = summarize(result["runs"], groups)
-    result["table"] = table(result)
-    return result
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
+    """``python -m offline_graph.bench.jobshop`` with ``argv``: the results (also written)."""
+    return run_and_write(parse_args(argv))
+
+
+def run_and_write(args: Any) -> dict[str, Any]:
+    """Run (or ``--merge``) as the resolved options ``args`` say; print the table, write the
+    results JSON to ``--output`` and the two PNGs to ``--plots`` (default: beside the JSON;
+    none without either)."""
     result = merge(args.merge) if args.merge else run(args)
     print(result["table"])
     if args.output:
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
         with open(args.output, "w") as fh:
             json.dump(result, fh, indent=1, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+    plots = args.plots or (os.path.dirname(os.path.abspath(args.output)) if args.output else None)
+    if plots:
+        result["plots"] = save_plots(result, plots)
+        print("plots: " + ", ".join(result["plots"]))
     return result
 
 

@@ -10,7 +10,8 @@ Usage::
     offline-graph experiment --quick --output /tmp/quick         # a smoke run (~1-2 min)
     offline-graph experiment --task jobshop --quick --output r.json  # job-shop, Taillard gaps
 
-``--task`` picks the table (default ``graph``); every other option is the task's own (``offline-graph
+``--task`` picks the table (default ``graph``; ``jobshop`` writes a results JSON, ``--output
+r.json``, and its two PNGs beside it); every other option is the task's own (``offline-graph
 experiment --task team --help``). Written to ``--output``: ``results.json`` (settings, data,
 baselines, every run with its curve, per-line statistics, targets), ``results.md`` (the table,
 also printed) and ``learning_curves.png``.
@@ -27,22 +28,14 @@ from offline_graph.cli.experiments.runner import parse_args as parse_task_args
 from offline_graph.cli.experiments.runner import main_for
 
 
-JOBSHOP = "jobshop"
-"""Job-shop on Taillard's benchmark (:mod:`offline_graph.bench.jobshop`, its own options: ``offline-graph
-experiment --task jobshop --help``). Not yet a declared spec of the runner: its evaluation is
-Taillard gaps per group, not a normalized score (issue 41's note)."""
-
-
 def split_task(argv: list[str]) -> tuple[str, list[str]]:
     """(``--task``'s value, default ``graph``; the other arguments). Exits with status 2 and a
     message on an unknown task."""
     pre = argparse.ArgumentParser(prog="offline-graph experiment", add_help=False)
     pre.add_argument("--task", default=TASKS[0])
     ns, rest = pre.parse_known_args(argv)
-    if ns.task not in (*TASKS, JOBSHOP):
-        pre.error(
-            f"--task must be one of {[*TASKS, JOBSHOP]} (found {ns.task!r}). Each is a table of its own."
-        )
+    if ns.task not in TASKS:
+        pre.error(f"--task must be one of {list(TASKS)} (found {ns.task!r}). Each is a table of its own.")
     return ns.task, rest
 
 
@@ -54,11 +47,6 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     name, rest = split_task(list(sys.argv[1:] if argv is None else argv))
-    if name == JOBSHOP:
-        from offline_graph.bench import jobshop
-
-        jobshop.main(rest)
-        return 0
     return main_for(name, rest)
 
 

@@ -209,4 +209,4 @@ def main_for(name: str, argv: Sequence[str] | None = None) -> int:
 
     task = task_of(name)
     cfg = parse_args(task, argv, TASKS)
-    return run_job(task.prog, lambda c: run(task, c), cfg)
+    return run_job(task.prog, task.run or (lambda c: run(task, c)), cfg)

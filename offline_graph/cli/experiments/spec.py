@@ -115,8 +115,9 @@ class Task:
     description: str
     env: str | None
     """The env the modules are evaluated in (None: the one the first row's data names)."""
-    config: type[TableConfig]
-    """The task's options (a :class:`TableConfig` with a ``rows`` field and the task's own)."""
+    config: type[Any]
+    """The task's options: a dataclass, one option per field (for the runner's own run, a
+    :class:`TableConfig` with a ``rows`` field and the task's own)."""
     rows: tuple[Row, ...]
     quick: dict[str, Any]
     """What ``--quick`` sets (a smoke run: tested for running, not for scores)."""
@@ -138,3 +139,8 @@ class Task:
     """The modules scored per run (a line of the table each), or None: one module."""
     check: Callable[[Any], None] | None = None
     """More checks of a parsed Config than its fields' bounds (a ConfigError each)."""
+    run: Callable[[Any], Any] | None = None
+    """``run(cfg)``: the task's own table, for a task whose table is not the runner's (rows'
+    normalized scores over seeds ``0..S-1``; job-shop's is a gap per Taillard group). The
+    runner still parses and checks its Config, applies ``quick`` and reports its errors;
+    ``data``, ``trainer``, ``settings``, ``targets`` and ``baselines`` are then descriptive."""
