@@ -251,8 +251,12 @@ def test_reward_scaling_choices_and_refusals(data) -> None:
     assert read_settings(standard, "test").reward_scale["scale"] == pytest.approx(
         1.0 / rewards.std(), rel=1e-6
     )
-    none = iql_config(data["episodes"], True, reward_scaling="none")
+    assert read_settings(standard, "test").advantage_norm == "batch_std"  # IQL actor's default
+    none = iql_config(data["episodes"], True, reward_scaling="none", advantage_norm="none")
     assert read_settings(none, "test").reward_scale == {"method": "none", "scale": 1.0}
+    assert read_settings(none, "test").advantage_norm == "none"
+    with pytest.raises(ConfigError, match=r"advantage_norm must be one of 'batch_std', 'none' .*found 'max'"):
+        iql_config(data["episodes"], True, advantage_norm="max")
     with pytest.raises(ConfigError, match=r"reward_scaling must be one of .*found 'minmax'"):
         iql_config(data["episodes"], True, reward_scaling="minmax")
     bc = (
@@ -262,3 +266,5 @@ def test_reward_scaling_choices_and_refusals(data) -> None:
     )
     with pytest.raises(ConfigError, match=r"configure \(BCConfig\): reward_scaling must be None or 'none'"):
         offline_graph.configure(bc, reward_scaling="return_range")
+    with pytest.raises(ConfigError, match=r"configure \(BCConfig\): advantage_norm must be None"):
+        offline_graph.configure(bc, advantage_norm="none")

@@ -17,7 +17,12 @@ from offline_graph.data.learning.value_runs import (
     value_runs_to_arrow,
 )
 from offline_graph.rllib.core.critic import masked_argmax, masked_logsumexp, masked_max, pick
-from offline_graph.rllib.algorithms.value_learner import cql_losses, expectile_loss, iql_losses
+from offline_graph.rllib.algorithms.value_learner import (
+    advantage_weights,
+    cql_losses,
+    expectile_loss,
+    iql_losses,
+)
 from tests.helpers import FixedRows, two_episode_transitions
 
 LOW = torch.finfo(torch.float32).min
@@ -160,6 +165,44 @@ def test_iql_advantage_weights_are_clipped_at_100() -> None:
     }
     out = iql_losses(fwd_out, batch, torch.tensor([-1.0]), gamma=0.9, beta=3.0, expectile=0.8)
     assert out["adv_weight_mean"].item() == 100.0 and out["policy_loss"].item() == pytest.approx(100.0)
+
+
+def test_advantage_weights_divided_by_the_batch_std() -> None:
+    """batch_std: A = adv / std over the batch (population std), then min(exp(beta * A), 100):
+    the same weights at any reward scale; none: the paper's exp(beta * adv)."""
+    adv = torch.tensor([3.0, -1.0, 1.0, 1.0])  # mean 1, std sqrt((4 + 4 + 0 + 0) / 4) = sqrt(2)
+    want = np.exp(0.5 * np.array([3.0, -1.0, 1.0, 1.0]) / np.sqrt(2.0))  # 2.89, 0.70, 1.42, 1.42
+    for scale in (1.0, 100.0, 0.01):
+        got = advantage_weights(adv * scale, beta=0.5, norm="batch_std")
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+    none = advantage_weights(adv * 100, beta=0.5, norm="none")  # exp(150), exp(-50), exp(50)
+    np.testing.assert_allclose(none.numpy(), [100.0, 0.0, 100.0, 100.0], atol=1e-12)
+    # beta 3: exp(3 * 3 / sqrt(2)) = 579 is clipped at 100; exp(-3 / sqrt(2)) = 0.120, exp(3 / sqrt(2)) = 8.34
+    got = advantage_weights(adv, beta=3.0, norm="batch_std")
+    np.testing.assert_allclose(got.numpy(), [100.0, 0.11987, 8.34214, 8.34214], rtol=1e-4)
+    # equal advantages (std 0): divided by the 1e-6 floor; one advantage: left as it is
+    assert advantage_weights(torch.tensor([0.0, 0.0]), 3.0, "batch_std").tolist() == [1.0, 1.0]
+    assert advantage_weights(torch.tensor([0.5]), 2.0, "batch_std").item() == pytest.approx(np.e)
+    with pytest.raises(ValueError, match=r"norm must be one of .*found 'softmax'"):
+        advantage_weights(adv, 1.0, "softmax")
+
+
+def test_iql_actor_loss_with_batch_std_advantages() -> None:
+    fwd_out = {
+        "q": torch.zeros(1, 2, 2),
+        "q_target": torch.tensor([[4.0, 0.0], [0.0, 0.0]]),
+        "v": torch.tensor([2.0, 2.0]),
+        "v_next": torch.tensor([0.0, 0.0]),
+    }
+    batch = {
+        "actions": torch.tensor([0, 0]),
+        "rewards": torch.tensor([0.0, 0.0]),
+        "terminateds": torch.tensor([True, True]),
+    }
+    # advantages (2, -2), std 2: A = (1, -1); weights e^2, e^-2 at beta 2
+    out = iql_losses(fwd_out, batch, torch.tensor([-1.0, -3.0]), 0.9, 2.0, 0.8, "batch_std")
+    assert out["policy_loss"].item() == pytest.approx((np.exp(2) * 1 + np.exp(-2) * 3) / 2, rel=1e-6)
+    assert out["adv_weight_mean"].item() == pytest.approx((np.exp(2) + np.exp(-2)) / 2, rel=1e-6)
 
 
 def test_cql_losses_by_hand() -> None:

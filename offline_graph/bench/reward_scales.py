@@ -15,6 +15,11 @@ score is the greedy accuracy on 512 fresh graphs after ``iterations`` iterations
 gives, per reward scale, the mean and min over seeds, and the lowest accuracy any iteration
 after the first ``warmup`` showed (a collapse to one class reads about 0.5).
 
+IQL's actor normalises its advantages by their batch std by default (``configure``'s
+``advantage_norm``); ``--beta``, ``--updates`` (per iteration) and ``--advantage-norm`` change
+IQL's settings for the collapse checks of the value-based guide, which also print IQL's mean
+advantage weight per iteration.
+
 Run: ``python -m offline_graph.bench.reward_scales [--seeds 0 1 2] [--iterations 6]``.
 """
 
@@ -76,8 +81,10 @@ def expert_episodes(n: int, seed: int, kind: str, scale: float) -> list[Any]:
     return episodes
 
 
-def make_config(algo: str, data: str, seed: int, scaling: str | None = None) -> Any:
-    """The RLlib config of ``algo`` on ``data`` (module doc), configured."""
+def make_config(algo: str, data: str, seed: int, scaling: str | None = None, iql: dict | None = None) -> Any:
+    """The RLlib config of ``algo`` on ``data`` (module doc), configured; ``iql``: IQL's
+    ``beta``, ``updates`` (per iteration) and ``advantage_norm`` where not the module doc's."""
+    opts = {"beta": 3.0, "updates": 10, "advantage_norm": None, **(iql or {})}
     import gymnasium as gym
     from ray.rllib.algorithms.bc import BCConfig
     from ray.rllib.algorithms.cql import CQLConfig
@@ -92,7 +99,9 @@ def make_config(algo: str, data: str, seed: int, scaling: str | None = None) -> 
         training["lr"] = 1e-3
     elif algo == "iql":
         config = IQLConfig()
-        training.update(beta=3.0, expectile=0.8, actor_lr=1e-3, critic_lr=1e-3, value_lr=1e-3, tau=0.005)
+        training.update(
+            beta=float(opts["beta"]), expectile=0.8, actor_lr=1e-3, critic_lr=1e-3, value_lr=1e-3, tau=0.005
+        )
     else:
         config = CQLConfig()
         training.update(min_q_weight=1.0, critic_lr=1e-3, tau=0.005)
@@ -104,7 +113,7 @@ def make_config(algo: str, data: str, seed: int, scaling: str | None = None) -> 
             input_=[data],
             input_read_episodes=True,
             prelearner_class=GraphOfflinePreLearner,
-            dataset_num_iters_per_learner=10,
+            dataset_num_iters_per_learner=int(opts["updates"]),
         )
         .training(**training)
         .learners(num_learners=0)
@@ -112,7 +121,10 @@ def make_config(algo: str, data: str, seed: int, scaling: str | None = None) -> 
     )
     if algo == "bc":
         return offline_graph.configure(config, seed=seed)
-    return offline_graph.configure(config, seed=seed, reward_scaling=scaling)
+    extra = (
+        {} if algo == "cql" or opts["advantage_norm"] is None else {"advantage_norm": opts["advantage_norm"]}
+    )
+    return offline_graph.configure(config, seed=seed, reward_scaling=scaling, **extra)
 
 
 def accuracy(module: Any, graphs: list[dict], labels: np.ndarray) -> float:
@@ -128,23 +140,27 @@ def run_one(
     iterations: int,
     test: tuple[list, np.ndarray],
     scaling: str | None = None,
+    iql: dict | None = None,
 ) -> dict[str, Any]:
-    """One training run: the accuracy after each iteration, and the reward scale used."""
+    """One training run: the accuracy (and IQL's mean advantage weight) after each iteration,
+    and the reward scale used."""
     import offline_graph
 
-    config = make_config(algo, data, seed, scaling)
+    config = make_config(algo, data, seed, scaling, iql)
     algo_obj = config.build_algo()
-    curve = []
+    curve, weights = [], []
     t0 = time.perf_counter()
     try:
         for _ in range(iterations):
-            algo_obj.train()
+            learner = algo_obj.train()["learners"]["default_policy"]
             curve.append(accuracy(algo_obj.get_module(), *test))
+            weights.append(float(learner.get("adv_weight_mean", float("nan"))))
         report = offline_graph.data_report(config)
     finally:
         algo_obj.stop()
     return {
         "curve": curve,
+        "adv_weight_mean": weights,
         "seconds": time.perf_counter() - t0,
         "reward_scale": report.get("reward_scale", {}),
     }
@@ -158,6 +174,7 @@ def run(
     scaling: str | None = None,
     settings: tuple[tuple[str, float], ...] = SETTINGS,
     algos: tuple[str, ...] = ("bc", "iql", "cql"),
+    iql: dict | None = None,
 ) -> dict[str, Any]:
     import ray
 
@@ -175,12 +192,17 @@ def run(
                 data = f"{tmp}/{kind}-{scale:g}-{seed}"
                 offline_graph.write_episodes(data, expert_episodes(episodes, seed, kind, scale))
                 for algo in algos:
-                    res = run_one(algo, data, seed, iterations, test, scaling)
+                    res = run_one(algo, data, seed, iterations, test, scaling, iql)
                     rows.append({"kind": kind, "scale": scale, "seed": seed, "algo": algo, **res})
                     print(
                         f"{kind} x{scale:g} seed {seed} {algo}: "
                         + " ".join(f"{a:.3f}" for a in res["curve"])
-                        + f" ({res['seconds']:.0f} s, scale {res['reward_scale'].get('scale', 1.0):.4g})",
+                        + f" ({res['seconds']:.0f} s, scale {res['reward_scale'].get('scale', 1.0):.4g})"
+                        + (
+                            " w " + " ".join(f"{w:.3g}" for w in res["adv_weight_mean"])
+                            if algo == "iql"
+                            else ""
+                        ),
                         flush=True,
                     )
     return {
@@ -189,6 +211,7 @@ def run(
         "episodes": episodes,
         "warmup": warmup,
         "scaling": scaling,
+        "iql": iql or {},
     }
 
 
@@ -231,6 +254,11 @@ def main(argv: list[str] | None = None) -> None:
         "--skip", type=int, default=0, help="leave out the first SKIP settings (a resumed run)"
     )
     parser.add_argument("--algos", nargs="+", default=["bc", "iql", "cql"])
+    parser.add_argument("--beta", type=float, default=3.0, help="IQL's beta")
+    parser.add_argument("--updates", type=int, default=10, help="updates per iteration")
+    parser.add_argument(
+        "--advantage-norm", default=None, help="configure(advantage_norm=...) for IQL; default: its default"
+    )
     parser.add_argument("--json", default=None, help="write the result here")
     args = parser.parse_args(argv)
     settings = (SETTINGS if args.scales is None else tuple(("dense", s) for s in args.scales))[args.skip :]
@@ -241,6 +269,7 @@ def main(argv: list[str] | None = None) -> None:
         scaling=args.reward_scaling,
         settings=settings,
         algos=tuple(args.algos),
+        iql={"beta": args.beta, "updates": args.updates, "advantage_norm": args.advantage_norm},
     )
     print(markdown(result))
     if args.json:

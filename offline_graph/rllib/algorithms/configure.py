@@ -83,6 +83,7 @@ def configure(
     value_run_length: int = DEFAULT_RUN_LENGTH,
     offline_evaluation: dict | None = None,
     reward_scaling: str | None = None,
+    advantage_norm: str | None = None,
     data: Any = None,
 ) -> C:
     """Fill in what graph training needs (see the module docstring); returns ``config``.
@@ -96,7 +97,8 @@ def configure(
     ``value_run_length``: IQL / CQL only, steps per value run
     (:mod:`offline_graph.rllib.algorithms.value_configure`).
     ``reward_scaling``: IQL / CQL, ``"return_range"`` (default), ``"standard"``, ``"none"``
-    (:mod:`offline_graph.data.learning.reward_scale`).
+    (:mod:`offline_graph.data.learning.reward_scale`). ``advantage_norm``: IQL's actor,
+    ``"batch_std"`` (default) or ``"none"`` (:mod:`offline_graph.rllib.algorithms.value_learner`).
     ``offline_evaluation``: ``estimate_value`` keywords for ``evaluation(offline_evaluation_type=
     "fqe" | "wis" | "pdis" | "dr")`` (:mod:`offline_graph.rllib.ope.ope_runner`).
     ``data``: ``input_`` listed and checked already with ``on_error`` (a ``FileScan``, or
@@ -193,6 +195,7 @@ def configure(
     # Absolute local paths: a Tune trial runs in its own working directory.
     cfg.offline_data(input_=_absolute_inputs(cfg.input_))
     ope = offline_evaluation_settings(cfg, offline_evaluation)
+    reading = (on_error, holdout, holdout_seed)
     settings = GraphSettings(
         offline_evaluation=ope,
         on_error=on_error,
@@ -203,9 +206,7 @@ def configure(
         holdout=float(holdout),
         holdout_seed=int(holdout_seed),
         **(
-            value_settings(
-                cfg, kind, scan, value_run_length, reward_scaling, (on_error, holdout, holdout_seed)
-            )
+            value_settings(cfg, kind, scan, value_run_length, reward_scaling, reading, advantage_norm)
             or sequence_settings(cfg)
         ),
     )

@@ -9,6 +9,8 @@
 - the reward scale (``configure(reward_scaling=...)``, ``"return_range"`` by default): one
   factor measured from the training episodes before training
   (:mod:`offline_graph.data.learning.reward_scale`), applied by the prelearner to every trained reward;
+- IQL's actor advantage normalisation (``configure(advantage_norm=...)``, ``"batch_std"`` by
+  default: :func:`offline_graph.rllib.algorithms.value_learner.advantage_weights`);
 - ``lr=None`` for CQL (RLlib's SAC validate demands it; the Q network uses ``critic_lr``);
 - refusals, as ConfigErrors that say what works instead: multi-agent configs, memory modules,
   converted rows without final observations.
@@ -22,6 +24,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.store.files import FileScan
 from offline_graph.data.learning.reward_scale import check_method, fit_scale, training_rewards
 from offline_graph.rllib.algorithms.value_algorithms import GraphCQL, GraphIQL
+from offline_graph.rllib.algorithms.value_learner import ADVANTAGE_NORMS
 
 DEFAULT_RUN_LENGTH = 4
 """Steps per value run: ``(L + 1) / L`` graphs per trained transition (1.25 at 4)."""
@@ -36,6 +39,26 @@ def value_kind(algo_class: type) -> str | None:
 
 DEFAULT_REWARD_SCALING = "return_range"
 """IQL's and CQL's reward scaling when ``configure(reward_scaling=None)``."""
+
+
+def check_advantage_norm(kind: str | None, norm: str | None, where: str) -> dict[str, Any]:
+    """``{"advantage_norm": ...}`` for IQL (None: the default), ``{}`` for the others, or a
+    ConfigError for a name not in ``ADVANTAGE_NORMS`` or a normalisation asked of another config."""
+    if kind == "iql":
+        norm = ADVANTAGE_NORMS[0] if norm is None else norm
+        if norm not in ADVANTAGE_NORMS:
+            raise ConfigError(
+                f"{where}: advantage_norm must be one of {', '.join(map(repr, ADVANTAGE_NORMS))} "
+                f"(found {norm!r}). 'batch_std' divides IQL's advantages by their batch std; "
+                "'none' uses them as they are (the IQL paper's actor)."
+            )
+        return {"advantage_norm": norm}
+    if norm is not None:
+        raise ConfigError(
+            f"{where}: advantage_norm must be None for this algorithm (found {norm!r}). It is "
+            "IQL's actor option (IQLConfig); CQL acts greedily on Q, MARWIL normalises its own."
+        )
+    return {}
 
 
 def no_reward_scaling(cfg: Any, reward_scaling: str | None) -> dict[str, Any]:
@@ -75,13 +98,16 @@ def value_settings(
     run_length: int,
     reward_scaling: str | None = None,
     reading: tuple[str, float, int] = ("raise", 0.0, 0),
+    advantage_norm: str | None = None,
 ) -> dict[str, Any]:
     """The :class:`~offline_graph.rllib.core.settings.GraphSettings` entries of a value-based config
     (checks first: see the module doc); ``{}`` for other configs (``kind`` None), which must not
     ask for reward scaling."""
     if not kind:
+        check_advantage_norm(kind, advantage_norm, f"configure ({type(cfg).__name__})")
         return no_reward_scaling(cfg, reward_scaling)
     where = f"configure ({kind.upper()}Config)"
+    norm = check_advantage_norm(kind, advantage_norm, where)
     method = check_method(DEFAULT_REWARD_SCALING if reward_scaling is None else reward_scaling, where)
     if cfg.is_multi_agent:
         raise ConfigError(
@@ -104,7 +130,8 @@ def value_settings(
             # CQLConfig's default lr (3e-4) fails its own (SAC's) validate on the new API
             # stack; the Q network learns with critic_lr.
             cfg.training(lr=None)
-    return {"value_runs": run_length, "reward_scale": measure_reward_scale(scan, method, reading, where)}
+    scale = measure_reward_scale(scan, method, reading, where)
+    return {"value_runs": run_length, "reward_scale": scale, **norm}
 
 
 def set_value_model_options(cfg: Any, kind: str, set_option: Any) -> None:

@@ -10,7 +10,10 @@ IQL (Kostrikov et al. 2021), ``Q_t`` the minimum of the target heads at ``(s, a)
 - value:  ``mean(|expectile - 1[u < 0]| * u^2)``, ``u = Q_t - V(s)``;
 - critic: ``mean((Q_h(s, a) - y)^2)`` summed over the heads, ``y = r + gamma (1 - terminated)
   V(s')`` (bootstraps through truncation: ``s'`` is the stored final observation);
-- actor:  ``-mean(min(exp(beta * (Q_t - V(s))), 100) * log pi(a | s))`` (``beta > 1`` allowed).
+- actor:  ``-mean(min(exp(beta * A), 100) * log pi(a | s))`` (``beta > 1`` allowed), ``A = (Q_t -
+  V(s)) / std`` with ``std`` the advantages' standard deviation over the batch
+  (``advantage_norm="batch_std"``, the default: :func:`advantage_weights`), or ``A = Q_t - V(s)``
+  as in the paper (``"none"``).
 
 CQL (discrete; Kumar et al. 2020), one Q network and its target:
 
@@ -44,10 +47,29 @@ from ray.rllib.utils.torch_utils import update_target_network
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from offline_graph.rllib.core.critic import masked_argmax, masked_logsumexp, pick
-from offline_graph.rllib.core.settings import read_settings
+from offline_graph.rllib.core.settings import GraphSettings, read_settings
 
 ADV_WEIGHT_MAX = 100.0
 """IQL's clip of ``exp(beta * advantage)`` (the paper's)."""
+ADVANTAGE_NORMS = ("batch_std", "none")
+"""IQL actor's advantage normalisation (``configure(advantage_norm=...)``), the default first."""
+ADV_STD_MIN = 1e-6
+"""Floor of the batch std an advantage is divided by (a batch of equal advantages)."""
+
+
+def advantage_weights(adv: torch.Tensor, beta: float, norm: str = "none") -> torch.Tensor:
+    """IQL's actor weights ``min(exp(beta * A), 100)`` of the advantages ``adv`` ``[T]`` (no
+    gradient): ``A = adv / max(std(adv), 1e-6)`` over the batch for ``norm="batch_std"``
+    (population std; a single advantage is left as it is), ``A = adv`` for ``"none"``."""
+    adv = adv.detach()
+    if norm == "batch_std" and adv.numel() > 1:
+        adv = adv / adv.std(unbiased=False).clamp(min=ADV_STD_MIN)
+    elif norm not in ADVANTAGE_NORMS:
+        raise ValueError(
+            f"advantage_weights: norm must be one of {ADVANTAGE_NORMS} (found {norm!r}). "
+            "Set it with offline_graph.configure(config, advantage_norm=...)."
+        )
+    return torch.clamp(torch.exp(beta * adv), max=ADV_WEIGHT_MAX)
 
 
 def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
@@ -99,21 +121,22 @@ class GraphValueTorchLearner(TorchLearner):
         else:
             dist = module.get_train_action_dist_cls().from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
             logp = dist.logp(batch[Columns.ACTIONS].long())
-            losses = iql_losses(
-                fwd_out, batch, logp, float(config.gamma), float(config.beta), float(config.expectile)
-            )
+            args = (float(config.gamma), float(config.beta), float(config.expectile))
+            losses = iql_losses(fwd_out, batch, logp, *args, self._settings().advantage_norm)
         scale = self._reward_scale()
         losses["q_mean_trained"] = losses["q_mean"]
         losses["q_mean"] = losses["q_mean"] / scale  # in the logged reward's units
         self.metrics.log_dict(losses, key=module_id, window=1)
         return losses["total_loss"]
 
+    def _settings(self) -> GraphSettings:
+        if not hasattr(self, "_graph_settings"):
+            self._graph_settings = read_settings(self.config, "GraphValueTorchLearner")
+        return self._graph_settings
+
     def _reward_scale(self) -> float:
         """The factor the prelearner multiplied the logged rewards by (1: none)."""
-        if not hasattr(self, "_scale"):
-            settings = read_settings(self.config, "GraphValueTorchLearner")
-            self._scale = float(settings.reward_scale.get("scale", 1.0))
-        return self._scale
+        return float(self._settings().reward_scale.get("scale", 1.0))
 
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
         super().apply_gradients(gradients_dict)
@@ -141,14 +164,15 @@ def iql_losses(
     gamma: float,
     beta: float,
     expectile: float,
+    advantage_norm: str = "none",
 ) -> dict[str, torch.Tensor]:
     """IQL's value, critic and actor losses (module doc) from the training forward's outputs
-    and ``logp`` = log pi(a | s) of the rows' actions."""
+    and ``logp`` = log pi(a | s) of the rows' actions; ``advantage_norm``: :func:`advantage_weights`."""
     actions, rewards, alive = _step_columns(batch)
     q_sa = pick(fwd_out["q"], actions.expand(fwd_out["q"].shape[0], -1))  # [H, T]
     q_t = pick(fwd_out["q_target"], actions)
     value_loss = expectile_loss(q_t - fwd_out["v"], expectile)
-    weights = torch.clamp(torch.exp(beta * (q_t - fwd_out["v"]).detach()), max=ADV_WEIGHT_MAX)
+    weights = advantage_weights(q_t - fwd_out["v"], beta, advantage_norm)
     actor_loss = -(weights * logp).mean()
     target = (rewards + gamma * alive * fwd_out["v_next"]).detach()
     critic_loss = (q_sa - target.unsqueeze(0)).pow(2).mean(dim=-1).sum()

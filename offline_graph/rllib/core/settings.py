@@ -52,6 +52,11 @@ class GraphSettings:
     (:class:`offline_graph.data.learning.reward_scale.RewardScale` as a dict: ``method``, ``scale``,
     ...); trained rewards are ``logged * scale``. Empty: rewards as logged."""
 
+    advantage_norm: str = "none"
+    """IQL: the actor's advantage normalisation (``"batch_std"``, configure's default, or
+    ``"none"``: :func:`offline_graph.rllib.algorithms.value_learner.advantage_weights`); configs
+    saved without it train as they did ("none")."""
+
     offline_evaluation: dict = field(default_factory=dict)
     """Off-policy evaluation in RLlib's offline evaluation (:mod:`offline_graph.rllib.ope.ope_runner`):
     ``{"method": "fqe" | "wis" | "pdis" | "dr", **estimate_value keywords}``; empty: none."""
