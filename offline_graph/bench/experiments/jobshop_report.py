@@ -137,10 +137,11 @@ def plot_gaps(result: dict[str, Any], path: str) -> None:
         lo = [per[groups[i]].mean() - per[groups[i]].min() for i in xs]
         hi = [per[groups[i]].max() - per[groups[i]].mean() for i in xs]
         ax.errorbar(xs, mean, yerr=[lo, hi], marker="o", capsize=3, label=f"{label} (ours)")
-    for rule, per_group in result["rules"].items():
+    for k, (rule, per_group) in enumerate(result["rules"].items()):
         xs = [i for i, g in enumerate(groups) if g in per_group]
         ys = [100 * per_group[groups[i]]["mean_gap"] for i in xs]
-        ax.plot(xs, ys, ls="--", marker=".", lw=1, alpha=0.7, label=f"{rule} (rule, this env)")
+        style = {"ls": "--", "lw": 1, "color": str(0.3 + 0.15 * (k % 4)), "marker": "v^<>"[k % 4], "ms": 4}
+        ax.plot(xs, ys, label=f"{rule} (rule, this env)", **style)
     ax.plot(x, [PUBLISHED[g][4] for g in groups], color="black", marker="s", lw=2, label="L2D (published)")
     ax.set_xticks(x, groups)
     ax.set(xlabel="Taillard group (jobs x machines)", ylabel="mean gap to best known (%)")
