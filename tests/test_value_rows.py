@@ -251,11 +251,13 @@ def test_reward_scaling_choices_and_refusals(data) -> None:
     assert read_settings(standard, "test").reward_scale["scale"] == pytest.approx(
         1.0 / rewards.std(), rel=1e-6
     )
-    assert read_settings(standard, "test").advantage_norm == "batch_std"  # IQL actor's default
+    assert read_settings(standard, "test").advantage_norm == "shrink_std"  # IQL actor's default
     none = iql_config(data["episodes"], True, reward_scaling="none", advantage_norm="none")
     assert read_settings(none, "test").reward_scale == {"method": "none", "scale": 1.0}
     assert read_settings(none, "test").advantage_norm == "none"
-    with pytest.raises(ConfigError, match=r"advantage_norm must be one of 'batch_std', 'none' .*found 'max'"):
+    with pytest.raises(
+        ConfigError, match=r"advantage_norm must be one of 'shrink_std', 'batch_std', 'none' .*found 'max'"
+    ):
         iql_config(data["episodes"], True, advantage_norm="max")
     with pytest.raises(ConfigError, match=r"reward_scaling must be one of .*found 'minmax'"):
         iql_config(data["episodes"], True, reward_scaling="minmax")

@@ -169,12 +169,18 @@ def test_iql_advantage_weights_are_clipped_at_100() -> None:
 
 def test_advantage_weights_divided_by_the_batch_std() -> None:
     """batch_std: A = adv / std over the batch (population std), then min(exp(beta * A), 100):
-    the same weights at any reward scale; none: the paper's exp(beta * adv)."""
+    the same weights at any reward scale; shrink_std: divided only where the std is above 1
+    (never enlarged); none: the paper's exp(beta * adv)."""
     adv = torch.tensor([3.0, -1.0, 1.0, 1.0])  # mean 1, std sqrt((4 + 4 + 0 + 0) / 4) = sqrt(2)
     want = np.exp(0.5 * np.array([3.0, -1.0, 1.0, 1.0]) / np.sqrt(2.0))  # 2.89, 0.70, 1.42, 1.42
     for scale in (1.0, 100.0, 0.01):
         got = advantage_weights(adv * scale, beta=0.5, norm="batch_std")
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+    for scale in (1.0, 100.0):  # std sqrt(2) and 141: above 1, divided as batch_std
+        got = advantage_weights(adv * scale, beta=0.5, norm="shrink_std")
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+    small = advantage_weights(adv * 0.01, beta=0.5, norm="shrink_std")  # std 0.014: as it is
+    np.testing.assert_allclose(small.numpy(), np.exp([0.015, -0.005, 0.005, 0.005]), rtol=1e-5)
     none = advantage_weights(adv * 100, beta=0.5, norm="none")  # exp(150), exp(-50), exp(50)
     np.testing.assert_allclose(none.numpy(), [100.0, 0.0, 100.0, 100.0], atol=1e-12)
     # beta 3: exp(3 * 3 / sqrt(2)) = 579 is clipped at 100; exp(-3 / sqrt(2)) = 0.120, exp(3 / sqrt(2)) = 8.34
@@ -187,7 +193,7 @@ def test_advantage_weights_divided_by_the_batch_std() -> None:
         advantage_weights(adv, 1.0, "softmax")
 
 
-def test_iql_actor_loss_with_batch_std_advantages() -> None:
+def test_iql_actor_loss_with_shrunk_advantages() -> None:
     fwd_out = {
         "q": torch.zeros(1, 2, 2),
         "q_target": torch.tensor([[4.0, 0.0], [0.0, 0.0]]),
@@ -199,10 +205,11 @@ def test_iql_actor_loss_with_batch_std_advantages() -> None:
         "rewards": torch.tensor([0.0, 0.0]),
         "terminateds": torch.tensor([True, True]),
     }
-    # advantages (2, -2), std 2: A = (1, -1); weights e^2, e^-2 at beta 2
-    out = iql_losses(fwd_out, batch, torch.tensor([-1.0, -3.0]), 0.9, 2.0, 0.8, "batch_std")
+    # advantages (2, -2), std 2 (above 1): A = (1, -1); weights e^2, e^-2 at beta 2
+    out = iql_losses(fwd_out, batch, torch.tensor([-1.0, -3.0]), 0.9, 2.0, 0.8, "shrink_std")
     assert out["policy_loss"].item() == pytest.approx((np.exp(2) * 1 + np.exp(-2) * 3) / 2, rel=1e-6)
     assert out["adv_weight_mean"].item() == pytest.approx((np.exp(2) + np.exp(-2)) / 2, rel=1e-6)
+    assert out["adv_std"].item() == pytest.approx(2.0)
 
 
 def test_cql_losses_by_hand() -> None:

@@ -15,10 +15,10 @@ score is the greedy accuracy on 512 fresh graphs after ``iterations`` iterations
 gives, per reward scale, the mean and min over seeds, and the lowest accuracy any iteration
 after the first ``warmup`` showed (a collapse to one class reads about 0.5).
 
-IQL's actor normalises its advantages by their batch std by default (``configure``'s
-``advantage_norm``); ``--beta``, ``--updates`` (per iteration) and ``--advantage-norm`` change
-IQL's settings for the collapse checks of the value-based guide, which also print IQL's mean
-advantage weight per iteration.
+IQL's actor divides its advantages by their batch std where it is above 1 by default
+(``configure``'s ``advantage_norm``); ``--beta``, ``--updates`` (per iteration) and
+``--advantage-norm`` change IQL's settings for the collapse checks of the value-based guide,
+which also print IQL's mean advantage weight and advantage std per iteration.
 
 Run: ``python -m offline_graph.bench.reward_scales [--seeds 0 1 2] [--iterations 6]``.
 """
@@ -148,19 +148,21 @@ def run_one(
 
     config = make_config(algo, data, seed, scaling, iql)
     algo_obj = config.build_algo()
-    curve, weights = [], []
+    curve, weights, stds = [], [], []
     t0 = time.perf_counter()
     try:
         for _ in range(iterations):
             learner = algo_obj.train()["learners"]["default_policy"]
             curve.append(accuracy(algo_obj.get_module(), *test))
             weights.append(float(learner.get("adv_weight_mean", float("nan"))))
+            stds.append(float(learner.get("adv_std", float("nan"))))
         report = offline_graph.data_report(config)
     finally:
         algo_obj.stop()
     return {
         "curve": curve,
         "adv_weight_mean": weights,
+        "adv_std": stds,
         "seconds": time.perf_counter() - t0,
         "reward_scale": report.get("reward_scale", {}),
     }

@@ -98,7 +98,7 @@ def configure(
     (:mod:`offline_graph.rllib.algorithms.value_configure`).
     ``reward_scaling``: IQL / CQL, ``"return_range"`` (default), ``"standard"``, ``"none"``
     (:mod:`offline_graph.data.learning.reward_scale`). ``advantage_norm``: IQL's actor,
-    ``"batch_std"`` (default) or ``"none"`` (:mod:`offline_graph.rllib.algorithms.value_learner`).
+    ``"shrink_std"`` (default), ``"batch_std"``, ``"none"`` (:mod:`...algorithms.value_learner`).
     ``offline_evaluation``: ``estimate_value`` keywords for ``evaluation(offline_evaluation_type=
     "fqe" | "wis" | "pdis" | "dr")`` (:mod:`offline_graph.rllib.ope.ope_runner`).
     ``data``: ``input_`` listed and checked already with ``on_error`` (a ``FileScan``, or

@@ -9,7 +9,7 @@
 - the reward scale (``configure(reward_scaling=...)``, ``"return_range"`` by default): one
   factor measured from the training episodes before training
   (:mod:`offline_graph.data.learning.reward_scale`), applied by the prelearner to every trained reward;
-- IQL's actor advantage normalisation (``configure(advantage_norm=...)``, ``"batch_std"`` by
+- IQL's actor advantage normalisation (``configure(advantage_norm=...)``, ``"shrink_std"`` by
   default: :func:`offline_graph.rllib.algorithms.value_learner.advantage_weights`);
 - ``lr=None`` for CQL (RLlib's SAC validate demands it; the Q network uses ``critic_lr``);
 - refusals, as ConfigErrors that say what works instead: multi-agent configs, memory modules,
@@ -49,8 +49,8 @@ def check_advantage_norm(kind: str | None, norm: str | None, where: str) -> dict
         if norm not in ADVANTAGE_NORMS:
             raise ConfigError(
                 f"{where}: advantage_norm must be one of {', '.join(map(repr, ADVANTAGE_NORMS))} "
-                f"(found {norm!r}). 'batch_std' divides IQL's advantages by their batch std; "
-                "'none' uses them as they are (the IQL paper's actor)."
+                f"(found {norm!r}). 'shrink_std' divides IQL's advantages by their batch std "
+                "where it is above 1, 'batch_std' always; 'none' uses them as they are (the paper's)."
             )
         return {"advantage_norm": norm}
     if norm is not None:

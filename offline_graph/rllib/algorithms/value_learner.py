@@ -11,9 +11,9 @@ IQL (Kostrikov et al. 2021), ``Q_t`` the minimum of the target heads at ``(s, a)
 - critic: ``mean((Q_h(s, a) - y)^2)`` summed over the heads, ``y = r + gamma (1 - terminated)
   V(s')`` (bootstraps through truncation: ``s'`` is the stored final observation);
 - actor:  ``-mean(min(exp(beta * A), 100) * log pi(a | s))`` (``beta > 1`` allowed), ``A = (Q_t -
-  V(s)) / std`` with ``std`` the advantages' standard deviation over the batch
-  (``advantage_norm="batch_std"``, the default: :func:`advantage_weights`), or ``A = Q_t - V(s)``
-  as in the paper (``"none"``).
+  V(s)) / max(1, std)`` with ``std`` the advantages' standard deviation over the batch
+  (``advantage_norm="shrink_std"``, the default: :func:`advantage_weights`), ``A = (Q_t - V(s)) /
+  std`` (``"batch_std"``) or ``A = Q_t - V(s)`` as in the paper (``"none"``).
 
 CQL (discrete; Kumar et al. 2020), one Q network and its target:
 
@@ -51,19 +51,22 @@ from offline_graph.rllib.core.settings import GraphSettings, read_settings
 
 ADV_WEIGHT_MAX = 100.0
 """IQL's clip of ``exp(beta * advantage)`` (the paper's)."""
-ADVANTAGE_NORMS = ("batch_std", "none")
+ADVANTAGE_NORMS = ("shrink_std", "batch_std", "none")
 """IQL actor's advantage normalisation (``configure(advantage_norm=...)``), the default first."""
-ADV_STD_MIN = 1e-6
-"""Floor of the batch std an advantage is divided by (a batch of equal advantages)."""
+ADV_STD_FLOOR = {"shrink_std": 1.0, "batch_std": 1e-6}
+"""The least batch std an advantage is divided by: ``shrink_std`` never enlarges an
+advantage (only a spread above one trained reward unit is shrunk to it), ``batch_std`` always
+brings the spread to 1 (1e-6: a batch of equal advantages)."""
 
 
 def advantage_weights(adv: torch.Tensor, beta: float, norm: str = "none") -> torch.Tensor:
     """IQL's actor weights ``min(exp(beta * A), 100)`` of the advantages ``adv`` ``[T]`` (no
-    gradient): ``A = adv / max(std(adv), 1e-6)`` over the batch for ``norm="batch_std"``
-    (population std; a single advantage is left as it is), ``A = adv`` for ``"none"``."""
+    gradient): ``A = adv / max(std(adv), floor)`` over the batch (population std; floor
+    :data:`ADV_STD_FLOOR` of ``norm``; a single advantage is left as it is), ``A = adv`` for
+    ``"none"``."""
     adv = adv.detach()
-    if norm == "batch_std" and adv.numel() > 1:
-        adv = adv / adv.std(unbiased=False).clamp(min=ADV_STD_MIN)
+    if norm in ADV_STD_FLOOR and adv.numel() > 1:
+        adv = adv / adv.std(unbiased=False).clamp(min=ADV_STD_FLOOR[norm])
     elif norm not in ADVANTAGE_NORMS:
         raise ValueError(
             f"advantage_weights: norm must be one of {ADVANTAGE_NORMS} (found {norm!r}). "
@@ -182,6 +185,7 @@ def iql_losses(
         "vf_loss": value_loss,
         "q_mean": q_sa.mean().detach(),
         "adv_weight_mean": weights.mean(),
+        "adv_std": (q_t - fwd_out["v"]).detach().std(unbiased=False),
         "total_loss": value_loss + actor_loss + critic_loss,
     }
 

@@ -53,9 +53,10 @@ class GraphSettings:
     ...); trained rewards are ``logged * scale``. Empty: rewards as logged."""
 
     advantage_norm: str = "none"
-    """IQL: the actor's advantage normalisation (``"batch_std"``, configure's default, or
-    ``"none"``: :func:`offline_graph.rllib.algorithms.value_learner.advantage_weights`); configs
-    saved without it train as they did ("none")."""
+    """IQL: the actor's advantage normalisation (``"shrink_std"``, configure's default,
+    ``"batch_std"`` or ``"none"``:
+    :func:`offline_graph.rllib.algorithms.value_learner.advantage_weights`); configs saved
+    without it train as they did ("none")."""
 
     offline_evaluation: dict = field(default_factory=dict)
     """Off-policy evaluation in RLlib's offline evaluation (:mod:`offline_graph.rllib.ope.ope_runner`):
