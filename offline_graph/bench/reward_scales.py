@@ -200,11 +200,7 @@ def run(
                         f"{kind} x{scale:g} seed {seed} {algo}: "
                         + " ".join(f"{a:.3f}" for a in res["curve"])
                         + f" ({res['seconds']:.0f} s, scale {res['reward_scale'].get('scale', 1.0):.4g})"
-                        + (
-                            " w " + " ".join(f"{w:.3g}" for w in res["adv_weight_mean"])
-                            if algo == "iql"
-                            else ""
-                        ),
+                        + (_iql_line(res) if algo == "iql" else ""),
                         flush=True,
                     )
     return {
@@ -215,6 +211,12 @@ def run(
         "scaling": scaling,
         "iql": iql or {},
     }
+
+
+def _iql_line(res: dict[str, Any]) -> str:
+    """IQL's mean advantage weight and advantage std per iteration."""
+    weights = " ".join(f"{w:.3g}" for w in res["adv_weight_mean"])
+    return f" w {weights} std " + " ".join(f"{s:.3g}" for s in res["adv_std"])
 
 
 def markdown(result: dict[str, Any]) -> str:
