@@ -94,3 +94,17 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+_TIMELINE = os.environ.get("OFFLINE_GRAPH_TEST_TIMELINE")
+"""A file to which every test process appends ``<worker> <end> <test id>`` as each test ends
+(epoch seconds): how the two xdist workers' runs line up, and whether one waits idle at the
+end. Unset (as in CI): nothing is written."""
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:  # noqa: ARG001
+    if _TIMELINE:
+        import time
+
+        with open(_TIMELINE, "a") as out:
+            out.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {time.time():.2f} {nodeid}\n")
