@@ -119,7 +119,7 @@ def plot_gaps(result: dict[str, Any], path: str) -> None:
     plt = _pyplot()
     groups = list(result["groups"])
     x = np.arange(len(groups))
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     for label in result["summary"]:
         per = {
             g: 100.0
@@ -147,7 +147,7 @@ def plot_gaps(result: dict[str, Any], path: str) -> None:
     ax.set(xlabel="Taillard group (jobs x machines)", ylabel="mean gap to best known (%)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title("Greedy schedules on Taillard's instances (ours: mean over seeds, bar min-max)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
