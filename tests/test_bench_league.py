@@ -26,9 +26,10 @@ def test_module_names() -> None:
 
 
 def test_league_prelearner_quick(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Over 20 s: six worker processes (two that write the module states, four measured),
-    two at a time, each ~5 s of CPU, nearly all imports (torch, RLlib, torch_geometric, which
-    imports torch._dynamo); a measurement needs a process of its own (its peak RSS)."""
+    """Four measured worker processes, two at a time, each ~5 s of CPU, nearly all imports
+    (torch, RLlib, torch_geometric, which imports torch._dynamo); a measurement needs a process
+    of its own (its peak RSS). The module states are written by this process (it was two more
+    worker processes)."""
     data_dir = str(tmp_path / "league")
     record_league_data(data_dir, 16)
     sizes = (2, 4)

@@ -21,7 +21,7 @@ Rows (``ours`` vs ``stock``, each for 2 and for 32 modules):
 * **prelearner, stock**: what each of RLlib's ``OfflinePreLearner`` map actors holds:
   ``OfflinePreLearner.__init__`` (``rl_module_spec.build()`` of the full MultiRLModule) and
   ``set_state`` of the whole module state, which ``OfflineData.sample`` ships to every actor
-  (pickled once by a separate process; the actor reads and unpickles it, as with Ray).
+  (pickled once by the calling process; the actor reads and unpickles it, as with Ray).
   Construction only: the stock ``__call__`` decodes ``SingleAgentEpisode`` s and cannot read
   multi-agent episodes, so it is not called.
 * **learner, ours / stock**: ``config.learner_class(config=config, module_spec=...)`` then
@@ -122,16 +122,6 @@ def league_worker(args_json: str) -> None:
     role, who, n = a["role"], a["who"], int(a["n_modules"])
     config = league_config(n, a["data_dir"], a["batch_size"], ours=who == "ours")
     spec = config.get_multi_rl_module_spec()
-    if role == "prep":
-        # The learner's module state that OfflineData.sample ships, written once per size in
-        # its own process (building it in a measured process would leave allocator residue).
-        module = spec.build()
-        with open(_state_path(a["data_dir"], n), "wb") as fh:
-            pickle.dump(module.get_state(), fh, protocol=5)
-        params = {m: sum(p.numel() for p in module[m].parameters()) for m in module.keys()}
-        nbytes = sum(p.numel() * p.element_size() for m in module.keys() for p in module[m].parameters())
-        print(json.dumps({"params": params, "weight_bytes": nbytes}))
-        return
     batches = _row_batches(a["data_dir"], a["per_call"])[: a["calls"]]
     train_batch = None
     if role == "learner":
@@ -192,6 +182,18 @@ def league_worker(args_json: str) -> None:
     print(json.dumps(out))
 
 
+def write_module_state(data_dir: str, n: int, batch_size: int) -> dict[str, Any]:
+    """The learner's module state that OfflineData.sample ships (stock spec, ``n`` modules),
+    written once per size by the calling process, never by a measured one (building it there
+    would leave allocator residue); returns its parameter counts and weight bytes."""
+    module = league_config(n, data_dir, batch_size, ours=False).get_multi_rl_module_spec().build()
+    with open(_state_path(data_dir, n), "wb") as fh:
+        pickle.dump(module.get_state(), fh, protocol=5)
+    params = {m: sum(p.numel() for p in module[m].parameters()) for m in module.keys()}
+    nbytes = sum(p.numel() * p.element_size() for m in module.keys() for p in module[m].parameters())
+    return {"params": params, "weight_bytes": nbytes}
+
+
 def _state_path(data_dir: str, n_modules: int) -> str:
     return os.path.join(os.path.dirname(data_dir.rstrip("/")), f"league-state-{n_modules}.pkl")
 
@@ -216,8 +218,7 @@ def run_league(
     """Every (role, who, n_modules) measurement, each in its own subprocess."""
     keys = [(r, w, n) for r in roles for w in WHO for n in sizes]
     common = {"data_dir": data_dir, "batch_size": batch_size, "calls": calls, "per_call": per_call}
-    prep = {n: _spawn({**common, "role": "prep", "who": "stock", "n_modules": n}) for n in sizes}
-    info = {n: _result(("prep", n), p) for n, p in prep.items()}
+    info = {n: write_module_state(data_dir, n, batch_size) for n in sizes}
     res: dict[tuple[str, str, int], dict[str, Any]] = {}
     for i in range(0, len(keys), parallel):
         procs = {
