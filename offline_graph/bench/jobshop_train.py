@@ -155,11 +155,17 @@ def train(
     build = time.perf_counter() - t0
     losses = []
     try:
-        for _ in range(iterations):
+        for it in range(1, iterations + 1):
             result = algo_obj.train()
             stats = result.get("learners", {}).get("default_policy", {})
             key = next((k for k in ("policy_loss", "actor_loss", "qf_loss", "cql_loss") if k in stats), None)
             losses.append(float(stats[key]) if key else float("nan"))
+            if it == 1 or it % 5 == 0 or it == iterations:  # progress on a run of many minutes
+                print(
+                    f"{algo} seed {seed}: iteration {it}/{iterations}, {key or 'loss'} {losses[-1]:.4g}, "
+                    f"{time.perf_counter() - t0:.0f} s",
+                    flush=True,
+                )
         module = algo_obj.get_module()
         report = offline_graph.data_report(config)
     finally:
