@@ -97,14 +97,59 @@ def one_torch_thread():
 
 
 _TIMELINE = os.environ.get("OFFLINE_GRAPH_TEST_TIMELINE")
-"""A file to which every test process appends ``<worker> <end> <test id>`` as each test ends
-(epoch seconds): how the two xdist workers' runs line up, and whether one waits idle at the
-end. Unset (as in CI): nothing is written."""
+"""A file to which every test process appends ``<worker> <end> <cpu> <test id>`` as each test
+ends (epoch seconds; ``cpu``: the CPU seconds the test process and its child processes, Ray's
+included, used since the previous line): how the two xdist workers' runs line up, whether one
+waits idle at the end, and which tests use the machine's CPU. Unset (as in CI): nothing is
+written."""
+
+
+class _TreeCpu:
+    """CPU seconds used by this process and its descendants (Ray's processes, CLI and page
+    subprocesses), sampled every 0.2 s by a thread: a process's last sample counts after it
+    ends (a process that lives under 0.2 s is missed)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.seen: dict[tuple[int, float], float] = {}
+        self.lock = threading.Lock()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        import time
+
+        while True:
+            self.sample()
+            time.sleep(0.2)
+
+    def sample(self) -> float:
+        import psutil
+
+        me = psutil.Process()
+        for proc in [me, *me.children(recursive=True)]:
+            try:
+                with proc.oneshot():
+                    t = proc.cpu_times()
+                    key = (proc.pid, proc.create_time())
+            except psutil.Error:
+                continue
+            with self.lock:
+                self.seen[key] = t.user + t.system
+        with self.lock:
+            return sum(self.seen.values())
+
+
+_CPU = [_TreeCpu()] if _TIMELINE else []
+_LAST_CPU = [0.0]
 
 
 def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:  # noqa: ARG001
     if _TIMELINE:
         import time
 
+        cpu = _CPU[0].sample()
+        used, _LAST_CPU[0] = cpu - _LAST_CPU[0], cpu
         with open(_TIMELINE, "a") as out:
-            out.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {time.time():.2f} {nodeid}\n")
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            out.write(f"{worker} {time.time():.2f} {used:.1f} {nodeid}\n")
