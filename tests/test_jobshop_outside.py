@@ -130,7 +130,9 @@ def test_train_on_own_logs_then_greedy_rollout_beats_random(ray_session, tmp_pat
     """40 episodes of the user's rule written with ``write_episodes``, ``offline-graph train
     --algo bc`` (spaces from the file metadata, no env given), the checkpoint's module restored
     and rolled out greedily in the user's env: no illegal action, and a mean makespan below the
-    random dispatcher's on the same 20 seeded instances."""
+    random dispatcher's on the same 20 seeded instances (measured: 28.6 and 28.55 in two training
+    seeds, random 31.15, the logged rule 26.6). Can take over 20 s on a busy machine: one
+    algorithm build and its data pipeline (a prelearner actor), 40 updates, 60 rollouts."""
     data = str(tmp_path / "shop_logs")
     files = offline_graph.write_episodes(
         data,
