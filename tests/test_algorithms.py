@@ -129,7 +129,13 @@ def assert_same_state(a: dict, b: dict) -> None:
 
 
 @pytest.mark.slow
-def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
+def test_get_module_checkpoint_and_set_state(ray_session, tmp_path, monkeypatch):
+    """A trained GraphBC (configure's GNNModule, no spaces, no rl_module() call), one
+    Algorithm.from_checkpoint of it and a fresh (untrained) build for set_state: RLlib's Learner
+    takes a state's weights only if they are newer than its own (weights_seq_no), so set_state
+    of the trained state must go to an algorithm that never trained. The deprecated
+    restore_algorithm is checked to hand the path to Algorithm.from_checkpoint and return its
+    algorithm (was one more build of the same checkpoint)."""
     import torch
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.core import DEFAULT_MODULE_ID
@@ -185,21 +191,26 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
         assert algo2.iteration == 1
         assert_same_state(algo2.get_module().get_state(), saved)
         # the old helper names still work, through the same paths, with a warning
-        from offline_graph.rllib.evaluation.evaluate import learner_module
+        from offline_graph.rllib.evaluation.evaluate import learner_module, restore_algorithm
 
         with pytest.warns(DeprecationWarning, match=r"algo.get_module\(\)"):
             assert_same_state(learner_module(algo2).get_state(), saved)
-    finally:
-        algo2.stop()
-    from offline_graph.rllib.evaluation.evaluate import restore_algorithm
+        # restore_algorithm(path) is Algorithm.from_checkpoint(path), checked just above
+        paths = []
 
-    with pytest.warns(DeprecationWarning, match="Algorithm.from_checkpoint"):
-        algo4 = restore_algorithm(ckpt)
-    try:
+        def from_checkpoint(cls, path, *args, **kwargs):
+            paths.append((cls, path, args, kwargs))
+            return algo2
+
+        monkeypatch.setattr(Algorithm, "from_checkpoint", classmethod(from_checkpoint))
+        with pytest.warns(DeprecationWarning, match="Algorithm.from_checkpoint"):
+            algo4 = restore_algorithm(ckpt)
+        monkeypatch.undo()
+        assert paths == [(Algorithm, ckpt, (), {})] and algo4 is algo2
         assert type(algo4) is GraphBC
         assert_same_state(algo4.get_module().get_state(), saved)
     finally:
-        algo4.stop()
+        algo2.stop()
 
     # set_state on a fresh (untrained) algorithm: it takes the trained weights (RLlib's
     # BC.set_state raises here, syncing them to EnvRunners that do not exist).
@@ -217,7 +228,9 @@ def test_get_module_checkpoint_and_set_state(ray_session, tmp_path):
 @pytest.mark.slow
 def test_skipping_configure_fails_late(ray_session):
     """What the user sees when the config names GraphOfflinePreLearner but skipped configure
-    (so the algorithm is RLlib's own BC, which runs none of offline_graph's checks)."""
+    (so the algorithm is RLlib's own BC, which runs none of offline_graph's checks). About 20 s
+    on the busy 2-core machine: an algorithm build, and a train() whose prelearner actor
+    imports RLlib before its constructor raises."""
     from ray.exceptions import ActorDiedError
 
     from offline_graph.data.errors import find_project_error

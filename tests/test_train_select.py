@@ -1,5 +1,6 @@
 """``offline-graph train --select-by``: an off-policy estimate at every checkpoint, the best one
-kept as the run's checkpoint (also across --resume), and the selector under it."""
+kept as the run's checkpoint (also across --resume), and the selector under it (checked on the
+algorithm of the killed run of the --resume test: no build of its own)."""
 
 from __future__ import annotations
 
@@ -62,8 +63,42 @@ def check_selection(ckpt: Path, its: list[int], out: str) -> dict:
     return sel
 
 
+def check_selector_ties_and_restore(algo, real_train, directory: Path) -> None:
+    """CheckpointSelector on a trained BC algorithm: two offers of the same weights tie and the
+    earlier one is the best (only its algorithm is kept); after more training restore_best
+    puts exactly its weights back; clear deletes the directory."""
+    import torch
+
+    from offline_graph.env.making import make_env
+    from offline_graph.rllib.ope.ope_runner import evaluation_episodes
+
+    env = make_env("offline_graph/Graph-v0")
+    episodes, in_sample = evaluation_episodes(MIXED, env.observation_space, env.action_space, 0.2, 0)
+    assert not in_sample
+    selector = CheckpointSelector(episodes, "wis", 0.99, str(directory), options={"explore": True})
+    first = selector.offer(algo, 1)
+    second = selector.offer(algo, 2, keep=False)  # the same weights: a tie
+    assert first["value"] == second["value"] and first["best"] and not second["best"]
+    assert [p.name for p in directory.iterdir()] == ["iteration_000001"]
+    kept = algo.get_module().state_dict()
+    real_train(algo)  # the weights move on
+    moved = algo.get_module().state_dict()
+    assert any(not torch.equal(kept[k], moved[k]) for k in kept)
+    assert selector.restore_best(algo) == 1
+    restored = algo.get_module().state_dict()
+    assert all(torch.equal(kept[k], restored[k]) for k in kept)
+    selector.clear()
+    assert not directory.exists()
+
+
 @pytest.mark.slow
 def test_select_by_wis_keeps_the_best_estimate_across_a_resume(ray_session, tmp_path, monkeypatch, capsys):
+    """A run killed in its second iteration, then resumed: the estimate of iteration 1 is kept,
+    not taken again. The killed run's algorithm (BC as the CLI builds it, one iteration
+    trained) also carries the CheckpointSelector's own checks (ties keep the earlier
+    checkpoint, restore_best, clear) before it dies: one algorithm build fewer than a test of
+    its own. Over 20 s on the busy 2-core machine: two CLI runs, each building an algorithm
+    whose first train() starts a prelearner actor (importing RLlib), and 6 WIS estimates."""
     from offline_graph.rllib.algorithms.offline_algorithms import GraphBC
 
     ckpt = tmp_path / "run"
@@ -73,6 +108,7 @@ def test_select_by_wis_keeps_the_best_estimate_across_a_resume(ray_session, tmp_
     def killed_at_second(self):  # the real train(); the second call dies (as a killed run)
         calls.append(1)
         if len(calls) == 2:
+            check_selector_ties_and_restore(self, real_train, tmp_path / "sel")
             raise RuntimeError("killed")
         return real_train(self)
 
@@ -80,6 +116,7 @@ def test_select_by_wis_keeps_the_best_estimate_across_a_resume(ray_session, tmp_
     with pytest.raises(RuntimeError, match="killed"):
         train_cli.main(argv)
     monkeypatch.undo()
+    assert len(calls) == 2  # the selector's checks ran (and passed) on the live algorithm
     progress = json.loads((ckpt / "progress.json").read_text())
     assert progress["iteration"] == 1
     before = [h["estimate"]["value"] for h in progress["history"]]
@@ -104,40 +141,6 @@ def test_select_by_fqe_writes_the_best_module_as_the_checkpoint(ray_session, tmp
     assert train_cli.main([*ARGS, *argv]) == 0
     sel = check_selection(ckpt, [1, 2], capsys.readouterr().out)
     assert sel["epochs"] == 2 and sel["explore"] is False
-
-
-@pytest.mark.slow
-def test_selector_keeps_the_earlier_of_equal_estimates_and_restores_it(ray_session, tmp_path):
-    import torch
-
-    from offline_graph.cli.train_config import build_config
-    from offline_graph.env.making import make_env
-    from offline_graph.rllib.ope.ope_runner import evaluation_episodes
-
-    env = make_env("offline_graph/Graph-v0")
-    spaces = (env.observation_space, env.action_space)
-    cfg = Config(algo="bc", data=MIXED, checkpoint="-", batch_size=64, updates_per_iteration=2, hidden=16)
-    algo = build_config(cfg, "episodes", *spaces).build_algo()
-    try:
-        algo.train()
-        episodes, in_sample = evaluation_episodes(MIXED, *spaces, 0.2, 0)
-        assert not in_sample
-        selector = CheckpointSelector(episodes, "wis", 0.99, str(tmp_path / "sel"), options={"explore": True})
-        first = selector.offer(algo, 1)
-        second = selector.offer(algo, 2, keep=False)  # the same weights: a tie
-        assert first["value"] == second["value"] and first["best"] and not second["best"]
-        assert [p.name for p in (tmp_path / "sel").iterdir()] == ["iteration_000001"]
-        kept = algo.get_module().state_dict()
-        algo.train()  # the weights move on
-        moved = algo.get_module().state_dict()
-        assert any(not torch.equal(kept[k], moved[k]) for k in kept)
-        assert selector.restore_best(algo) == 1
-        restored = algo.get_module().state_dict()
-        assert all(torch.equal(kept[k], restored[k]) for k in kept)
-        selector.clear()
-        assert not (tmp_path / "sel").exists()
-    finally:
-        algo.stop()
 
 
 def test_best_is_the_first_of_equal_values_and_never_nan() -> None:
