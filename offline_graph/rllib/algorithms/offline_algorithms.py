@@ -46,6 +46,7 @@ To customise further, subclass ``GraphBC`` / ``GraphMARWIL`` (``configure`` keep
 from __future__ import annotations
 
 import atexit
+import logging
 import weakref
 from typing import Any, Optional
 
@@ -65,6 +66,8 @@ from offline_graph.rllib.offline import accounting
 from offline_graph.rllib.offline.checks import check_graph_config
 from offline_graph.rllib.ope.ope_runner import late_offline_evaluation
 from offline_graph.rllib.core.settings import read_settings
+
+logger = logging.getLogger(__name__)
 
 
 class GraphOfflineAlgorithm(Algorithm):
@@ -136,21 +139,32 @@ class GraphOfflineAlgorithm(Algorithm):
 
     @override(Algorithm)
     def cleanup(self) -> None:
-        # The local Learner keeps its Ray Data batch iterator (a generator) for the next
-        # update; left open, its finalizer runs at interpreter exit, after ray.shutdown()
-        # ("Exception ignored in ... DataIterator._iter_batches": a traceback).
-        _close_local_iterators(self)
+        # Each Learner keeps its Ray Data batch iterator (a generator) for the next update.
+        # Left open, a local Learner's finalizer runs at interpreter exit, after
+        # ray.shutdown() ("Exception ignored in ... DataIterator._iter_batches": a traceback),
+        # and a remote Learner's runs as its process exits, after its Ray connection is gone:
+        # Ray Data's stats call there started a whole new local Ray instance in that process
+        # (GCS, raylet, agents: seconds of CPU per Learner, its agent processes left running).
+        _close_iterators(self)
         super().cleanup()
         settings = read_settings(self.config, where=type(self).__name__)
         if settings.stats_name and ray.is_initialized():
             accounting.close(settings.stats_name)
 
 
-def _close_local_iterators(algo: Any) -> None:
-    """Close the local Learner's batch iterator (no-op with remote Learners or none)."""
+def _close_iterators(algo: Any, remote: bool = True) -> None:
+    """Close the Learners' batch iterators: the local Learner's, and with ``remote`` the remote
+    Learners' (a Learner that does not answer within 10 s is left to its process's exit)."""
     group: Any = getattr(algo, "learner_group", None)
-    if group is not None and group.is_local:
+    if group is None:
+        return
+    if group.is_local:
         group.foreach_learner(close_data_iterator)
+    elif remote and ray.is_initialized():
+        try:
+            group.foreach_learner(close_data_iterator, timeout_seconds=10)
+        except Exception:  # noqa: BLE001 (a dead Learner: stop() goes on, as RLlib's does)
+            logger.debug("closing the remote Learners' batch iterators failed", exc_info=True)
 
 
 def _close_at_exit(ref: "weakref.ReferenceType[Any]") -> None:
@@ -160,7 +174,7 @@ def _close_at_exit(ref: "weakref.ReferenceType[Any]") -> None:
     algo = ref()
     if algo is not None:
         try:
-            _close_local_iterators(algo)
+            _close_iterators(algo, remote=False)
         except Exception:  # noqa: BLE001, S110 (exit: nothing left to report to)
             pass
 

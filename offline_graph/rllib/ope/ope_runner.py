@@ -68,11 +68,27 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
     previous = dict((cfg.learner_config_dict or {}).get(SETTINGS_KEY, {}).get("offline_evaluation") or {})
     kind = cfg.offline_evaluation_type
     if cfg.offline_evaluation_interval and kind in OPE_TYPES:
-        cfg.evaluation(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
+        cfg.evaluation(
+            offline_evaluation_type="eval_loss",
+            offline_eval_runner_class=GraphOPERunner,
+            evaluation_config=lazy_evaluation_data(cfg.evaluation_config),
+        )
         return {**_ours(kind, previous), **(options or {})}
     if cfg.offline_eval_runner_class is not GraphOPERunner:
         previous.pop("method", None)  # RLlib's own evaluation now (or none): no method of ours
     return {**previous, **(options or {})}
+
+
+def lazy_evaluation_data(overrides: Any) -> Any:
+    """The evaluation config's overrides with ``materialize_mapped_data=False`` (unless the
+    user set it): :class:`GraphOPERunner` reads its episodes itself, but RLlib's runner group
+    still builds an ``OfflineData`` for it, which with configure's ``materialize_mapped_data=
+    True`` mapped the whole input through a prelearner actor at every build (a process that
+    imports RLlib, and one more pass over the data) that nothing reads. Left lazy, that
+    mapping never runs. An ``AlgorithmConfig`` given as the overrides is left as it is."""
+    if overrides is not None and not isinstance(overrides, dict):
+        return overrides
+    return {"materialize_mapped_data": False, **(overrides or {})}
 
 
 def _ours(kind: str, stored: dict) -> dict:
@@ -95,7 +111,11 @@ def late_offline_evaluation(config: Any) -> None:
         return
     if as_dict:
         stored["offline_evaluation"] = _ours(kind, stored.get("offline_evaluation") or {})
-        config.update(offline_evaluation_type="eval_loss", offline_eval_runner_class=GraphOPERunner)
+        config.update(
+            offline_evaluation_type="eval_loss",
+            offline_eval_runner_class=GraphOPERunner,
+            evaluation_config=lazy_evaluation_data(config.get("evaluation_config")),
+        )
         return
     frozen, config._is_frozen = config._is_frozen, False
     stored["offline_evaluation"] = offline_evaluation_settings(config, None)
