@@ -10,7 +10,10 @@ truncated at the limit: the truncation does not end the backup), ``V_3 = 3``.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
+from collections.abc import Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -22,8 +25,8 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.episodes.logged import load_logged
 from offline_graph.data.episodes.reader import spec_from_spaces
 from offline_graph.rllib.offline.episodes import encode_episode
-from offline_graph.rllib.ope.fqe import FQESettings, fit_fqe
-from offline_graph.rllib.ope.ope_policy import target_choices
+from offline_graph.rllib.ope import fqe_model
+from offline_graph.rllib.ope.fqe import FQESettings, FQEValues, fit_fqe
 from tests.helpers import make_graph, write_episode_file
 from tests.test_ope import SPACE, fixed
 
@@ -39,6 +42,23 @@ def uniform_episode(obs: list, acts: np.ndarray, name: str, *, terminated: bool)
     )  # fmt: skip
 
 
+@contextlib.contextmanager
+def fits() -> Iterator[list[tuple[dict, FQEValues]]]:
+    """The ``fit_fqe`` calls ``estimate_value`` makes meanwhile, ``(arguments by name, fit)`` in
+    order: its own fits read as a direct ``fit_fqe`` call with those arguments gives them (bit
+    for bit: same graphs, target, seed), without fitting them once more."""
+    made: list[tuple[dict, FQEValues]] = []
+
+    def spy(*args, **kwargs) -> FQEValues:
+        fitted = fit_fqe(*args, **kwargs)
+        made.append((inspect.signature(fit_fqe).bind(*args, **kwargs).arguments, fitted))
+        return fitted
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fqe_model, "fit_fqe", spy)
+        yield made
+
+
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory) -> str:
     rng = np.random.default_rng(3)
@@ -52,27 +72,32 @@ def limited(tmp_path_factory) -> str:
     return write_episode_file(tmp_path_factory.mktemp("fqe_h") / "limited.parquet", items)
 
 
-def test_three_iterations_give_the_three_step_value_at_every_step(limited) -> None:
-    module = fixed([0.0, 1.0])
-    logged = load_logged(limited, spec_from_spaces(SPACE, gym.spaces.Discrete(2)))
-    trans, ptr = logged.trans, logged.ptr
-    graphs = GraphColumns.concat([trans.obs, trans.final_obs])
-    pi = target_choices(module, graphs, explore=False)
-    settings = FQESettings(
+@pytest.fixture(scope="module")
+def limited_dr(limited) -> tuple[dict, FQEValues]:
+    """``estimate_value(method="dr")`` on the limited episodes, and the one FQE fit it made:
+    ``horizon=3`` found from the data, 150 steps an iteration, 2 bootstrap heads. The two tests
+    below read both (one fit instead of a direct ``fit_fqe`` call with the same settings too)."""
+    kw = dict(
+        gamma=1.0, n_boot=20, batch_size=32, lr=1e-2, q_model={"hidden": 16, "layers": 1}, fqe_steps=150,
+        fqe_heads=2,
+    )  # fmt: skip
+    with fits() as made:
+        dr = estimate_value(fixed([0.0, 1.0]), [limited], method="dr", **kw)
+    ((call, fitted),) = made
+    assert call["settings"] == FQESettings(
         horizon=LIMIT, batch_size=32, lr=1e-2, model={"hidden": 16, "layers": 1}, boot_heads=2, steps=150
     )
-    fitted = fit_fqe(
-        graphs,
-        ptr,
-        trans.actions,
-        trans.rewards,
-        trans.terminateds,
-        pi,
-        1.0,
-        SPACE,
-        gym.spaces.Discrete(2),
-        settings,
-    )
+    trans = load_logged(limited, spec_from_spaces(SPACE, gym.spaces.Discrete(2))).trans
+    # ends: the terminations only (none here); the truncation at the limit ends no backup
+    assert call["gamma"] == 1.0 and not trans.terminateds.any()
+    assert np.array_equal(call["ends"], trans.terminateds)
+    return dr, fitted
+
+
+def test_three_iterations_give_the_three_step_value_at_every_step(limited, limited_dr) -> None:
+    _, fitted = limited_dr  # fit_fqe(horizon=3, 2 heads, 150 steps) on these steps (the fixture checks)
+    trans = load_logged(limited, spec_from_spaces(SPACE, gym.spaces.Discrete(2))).trans
+    graphs = GraphColumns.concat([trans.obs, trans.final_obs])
     assert len(fitted.estimates) == LIMIT and len(fitted.losses) == LIMIT
     expected_q = LIMIT - (trans.actions == 0)  # Q_3(s, 1) = 3, Q_3(s, 0) = 2
     assert np.abs(fitted.q - expected_q).max() < 0.2
@@ -81,13 +106,10 @@ def test_three_iterations_give_the_three_step_value_at_every_step(limited) -> No
     assert np.abs(fitted.heads_q - expected_q).max() < 0.3
 
 
-def test_estimates_with_the_time_limit_from_the_data(limited) -> None:
-    kw = dict(
-        gamma=1.0, n_boot=20, batch_size=32, lr=1e-2, q_model={"hidden": 16, "layers": 1}, fqe_steps=150
-    )
+def test_estimates_with_the_time_limit_from_the_data(limited_dr) -> None:
     # method="dr" reports under "fqe" the very fit (and value) method="fqe" makes and returns:
     # the horizon is found from the data before either is fitted
-    dr = estimate_value(fixed([0.0, 1.0]), [limited], method="dr", **kw)
+    dr, _ = limited_dr
     assert dr["fqe_horizon"] == LIMIT and dr["fqe_iterations"] == LIMIT
     assert dr["fqe"]["value"] == pytest.approx(3.0, abs=0.15)
     assert dr["value"] == pytest.approx(3.0, abs=0.1)
@@ -120,9 +142,11 @@ def test_by_step_fits_each_steps_value_where_one_model_averages_them(ended_at_li
     """ "Always 1" from the start: 3. One model (``horizon=3``): a share ``p`` of the logged
     action-1 steps go on (all but the last step's), so ``Q_k(s, 1) = 1 + p Q_{k-1}(s, 1)`` and
     ``Q_3 = 1 + p (1 + p)`` (``p`` = 2/3 in expectation). ``fqe_by_step``: ``Q_t(s, 1) = 3 - t``,
-    ``Q_t(s, 0) = 2 - t``, exactly the 3-step value from the start."""
-    logged = load_logged(ended_at_limit, spec_from_spaces(SPACE, gym.spaces.Discrete(2)))
-    trans, ptr = logged.trans, logged.ptr
+    ``Q_t(s, 0) = 2 - t``, exactly the 3-step value from the start. Its time (10-20 s on the
+    busy 2-core machine): the per-step fit iterates at least 20 times (MIN_ITERATIONS) at the
+    150 steps an iteration the one model needs to come within 0.1 (one estimate_value call
+    fits both with one fqe_steps); its per-step values are read from that very fit."""
+    trans = load_logged(ended_at_limit, spec_from_spaces(SPACE, gym.spaces.Discrete(2))).trans
     step = np.arange(len(trans)) % LIMIT  # every episode has LIMIT steps
     ones = trans.actions == 1
     p = (ones & (step < LIMIT - 1)).sum() / ones.sum()
@@ -135,7 +159,8 @@ def test_by_step_fits_each_steps_value_where_one_model_averages_them(ended_at_li
     assert dr["fqe_iterations"] == LIMIT
     assert dr["fqe"]["value"] == pytest.approx(1 + p * (1 + p), abs=0.1)
     assert dr["value"] == pytest.approx(3.0, abs=0.05)  # its IS corrections undo the one model's bias
-    by_step = estimate_value(fixed([0.0, 1.0]), [ended_at_limit], method="dr", fqe_by_step=True, **kw)
+    with fits() as made:
+        by_step = estimate_value(fixed([0.0, 1.0]), [ended_at_limit], method="dr", fqe_by_step=True, **kw)
     assert by_step["fqe"]["value"] == pytest.approx(3.0, abs=0.05)  # FQE's own value: the per-step model
     assert by_step["fqe_iterations"] >= 20  # until settled, not LIMIT
     assert not any("had not settled" in w for w in by_step["warnings"])
@@ -143,17 +168,11 @@ def test_by_step_fits_each_steps_value_where_one_model_averages_them(ended_at_li
     assert by_step["value"] == dr["value"] and by_step["ci_low"] == dr["ci_low"]
     assert by_step["fqe"]["ci_low"] <= dr["ci_low"] and by_step["fqe"]["ci_high"] >= dr["ci_high"]
 
-    graphs = GraphColumns.concat([trans.obs, trans.final_obs])
-    pi = target_choices(fixed([0.0, 1.0]), graphs, explore=False)
-    # 50 steps an iteration: the per-step model settles on the exact values (measured: error
-    # 4e-8; 20 iterations either way, MIN_ITERATIONS)
-    settings = FQESettings(
-        horizon=LIMIT, by_step=True, batch_size=32, lr=1e-2, model={"hidden": 16, "layers": 1}, steps=50
-    )
-    fitted = fit_fqe(
-        graphs, ptr, trans.actions, trans.rewards, trans.terminateds, pi, 1.0, SPACE,
-        gym.spaces.Discrete(2), settings,
-    )  # fmt: skip
+    # The per-step model that run fitted (150 steps an iteration) settles on the exact values
+    # (measured: error 0 to 2e-5 over seeds 0-3; with 50 steps 4e-8; 20 iterations either way,
+    # MIN_ITERATIONS); then the one model for DR
+    assert [call["settings"].by_step for call, _ in made] == [True, False]
+    fitted = made[0][1]
     assert fitted.converged
     assert np.abs(fitted.q - (LIMIT - step - (trans.actions == 0))).max() < 0.1
     assert np.abs(fitted.v[: len(trans)] - (LIMIT - step)).max() < 0.1
