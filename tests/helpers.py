@@ -183,3 +183,33 @@ def deadline(seconds: int, what: str):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def map_in_this_process(algo: Any) -> None:
+    """Run the map step of RLlib's ``OfflineData.sample`` in this process, then leave the
+    training to RLlib (call before the first ``algo.train()`` of a BC / MARWIL algorithm).
+
+    Ray Data still reads the input (MARWIL when built, BC here: RLlib's ``materialize_data``).
+    The prelearner class, built with the arguments RLlib gives its Ray Data actor, maps Ray
+    Data's batches of it (RLlib's batch size and format) here instead of in that actor, a new
+    process importing RLlib, torch and PyG (~4 CPU s on the 2-core test machine).
+    ``OfflineData.sample`` then finds the data mapped and hands the learner(s) a Ray Data
+    iterator over the rows, as after its own map. For tests whose point is not the map actor:
+    the algorithm tests that keep RLlib's own map run it."""
+    import ray
+    from ray.rllib.env import INPUT_ENV_SPACES
+
+    from offline_graph.rllib.offline.offline_data import NO_MODULE_STATE
+
+    data = algo.offline_data
+    assert not data.data_is_mapped, "map_in_this_process: call it before the first train()"
+    prelearner = data.prelearner_class(
+        config=data.config,
+        spaces=data.spaces[INPUT_ENV_SPACES],
+        module_spec=data.module_spec,
+        module_state=NO_MODULE_STATE,
+    )
+    size = data.data_read_batch_size or data.config.train_batch_size_per_learner
+    batches = data.data.iter_batches(batch_size=size, batch_format=data.map_batches_kwargs["batch_format"])
+    data.data = ray.data.from_arrow([prelearner(batch) for batch in batches])
+    data.data_is_mapped = True

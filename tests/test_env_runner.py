@@ -7,22 +7,27 @@ The connector and runner tests run RLlib in-process (no Ray cluster); the tests 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
 import gymnasium as gym
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from gymnasium.spaces import GraphInstance
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.connectors.env_to_module import AddObservationsFromEpisodesToBatch, EnvToModulePipeline
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.spaces.space_utils import unbatch
 
 import offline_graph
 from offline_graph import ConfigError, EdgeAction, GNNModule, NodeAction
+from offline_graph.cli import convert as convert_cli
+from offline_graph.cli import inspect_data
 from offline_graph.env import GraphEnv
 from offline_graph.rllib.env.env_connectors import (
     BatchGraphObservations,
@@ -34,6 +39,7 @@ from offline_graph.rllib.env.env_connectors import (
 from offline_graph.rllib.env.env_runner import GraphEnvRunner, GraphOfflineEnvRunner
 from offline_graph.rllib.env.env_setup import configure_env, single_env_spaces
 from offline_graph.rllib.env.vector_env import GraphVectorEnv
+from tests.helpers import map_in_this_process
 
 EXPERT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data", "expert")
 SPACE = gym.spaces.Graph(
@@ -253,8 +259,6 @@ def test_configure_env_takes_spaces_from_the_env_and_sets_the_runner(tmp_path):
     wrong = runner_config("offline_graph/Graph-v0").environment(action_space=gym.spaces.Discrete(3))
     with pytest.raises(ConfigError, match=r"action_space must match env .* discrete:4 \(found discrete:3\)"):
         configure_env(wrong)
-    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
-
     stock = runner_config("offline_graph/Graph-v0").env_runners(env_runner_cls=SingleAgentEnvRunner)
     with pytest.raises(ConfigError, match=r"must be offline_graph's GraphEnvRunner or a subclass \(found S"):
         configure_env(stock)
@@ -271,8 +275,6 @@ def test_prelearner_gets_the_single_env_spaces():
 
 
 # --------------------------------------------------------------------------- with Ray
-
-
 SHORT_ENV = {"hazard": 0.0, "max_steps": 20}
 """Evaluation env for the learning checks: no random termination and at most 20 steps, so a
 return is 20 minus the steps lost to mistakes (random ~1, expert 20) and 10 episodes are few
@@ -307,9 +309,11 @@ def eval_return(result: dict) -> tuple[float, int]:
 def test_marwil_evaluates_on_a_local_runner_of_an_env_class(ray_session):
     """MARWIL with ``evaluation_num_env_runners=0``: RLlib evaluates on the local runner (made
     from the env class). One ``train()``: its evaluation result is the local runner's 10
-    episodes (the weights' route to a remote runner: the BC test below)."""
+    episodes (the weights' route to a remote runner and the prelearner's Ray Data actor: the BC
+    test below). RLlib reads the files at the build; ``map_in_this_process`` maps them here."""
     algo = offline_config("marwil", GraphEnv, 0, **SHORT_ENV).build_algo()
     try:
+        map_in_this_process(algo)
         assert algo.eval_env_runner_group.num_remote_env_runners() == 0
         ret, episodes = eval_return(algo.train())
         assert math.isfinite(ret) and 0.0 <= ret <= 20.0 and episodes >= 10
@@ -356,13 +360,6 @@ def test_bc_evaluation_return_rises_and_matches_our_evaluator(ray_session):
 
 @pytest.mark.slow
 def test_rllib_recorder_writes_episodes_our_tools_read(ray_session, tmp_path, capsys):
-    import json
-
-    import pyarrow.parquet as pq
-
-    from offline_graph.cli import convert as convert_cli
-    from offline_graph.cli import inspect_data
-
     out = tmp_path / "recorded"
     env = "offline_graph/NextHop-v0"
     config = runner_config(env, 2).offline_data(output=str(out), output_write_episodes=True)
@@ -390,15 +387,11 @@ def test_rllib_recorder_writes_episodes_our_tools_read(ray_session, tmp_path, ca
     rows_dir = tmp_path / "rows"
     assert convert_cli.main(["--input", str(out), "--output", str(rows_dir), "--env", env]) == 0
     assert pq.read_table(sorted(rows_dir.glob("transitions-*.parquet"))).num_rows == transitions
-    train = (
-        BCConfig()
-        .environment(env)
-        .offline_data(input_=[str(out)], input_read_episodes=True, dataset_num_iters_per_learner=2)
-        .training(train_batch_size_per_learner=8)
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config={"hidden": 8}))
-    )
+    train = runner_config(env).training(train_batch_size_per_learner=8)
+    train.offline_data(input_=[str(out)], input_read_episodes=True, dataset_num_iters_per_learner=2)
     algo = offline_graph.configure(train, seed=0).build_algo()
     try:
+        map_in_this_process(algo)  # Ray Data reads the recording; our prelearner decodes it here
         loss = algo.train()["learners"]["default_policy"]["policy_loss"]
     finally:
         algo.stop()

@@ -15,6 +15,7 @@ from offline_graph.env.recall import RecallEnv
 from offline_graph.jobs.recording import plan_jobs, record
 from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
+from tests.helpers import map_in_this_process
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +84,17 @@ def test_memory_modules_train_and_act_step_by_step(
     ray_session, recall_data, model_config, algo, learners
 ) -> None:
     """One build per memory kind. The recurrent "gru" module (state carried across a run's
-    steps, MARWIL's value head too) trains on 2 DDP learners; "node_gru" with BC and
-    "frame_stack" with MARWIL on a local learner. Over 20 s for "gru": its 2 remote learner
-    actors (~15 s on a 2-CPU machine)."""
+    steps, MARWIL's value head too) trains on 2 DDP learners, all of it RLlib's: Ray Data reads
+    the episode files, maps them to runs through the prelearner in an actor and splits the
+    runs between the learners. "node_gru" with BC and "frame_stack" with MARWIL train on a
+    local learner; their runs are mapped by the same prelearner in this process
+    (``map_in_this_process``: the map actor, a process importing RLlib, is the same for every
+    kind). Over 20 s for "gru": its 2 remote learner actors (~15 s on a 2-CPU machine)."""
     config = _config(recall_data, model_config, algo=algo, learners=learners)  # MARWIL: beta 1.0
     algo_obj = config.build_algo()
     try:
+        if not learners:  # "gru" keeps RLlib's map actor
+            map_in_this_process(algo_obj)
         result = algo_obj.train()
         assert np.isfinite(float(result["learners"]["default_policy"]["policy_loss"]))
         module = algo_obj.get_module()

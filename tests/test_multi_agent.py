@@ -23,6 +23,7 @@ from offline_graph.data.graphs.space_text import graph_space
 from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
+from tests.helpers import map_in_this_process
 
 OBS = {"a": graph_space(3, 2), 7: graph_space(5, None)}
 ACT = {"a": gym.spaces.Discrete(2), 7: NodeAction(8)}
@@ -252,10 +253,10 @@ def test_marwil_trains_each_module_of_converted_rows_on_two_ddp_learners(ray_ses
     rows (the mapping applied at read time): both modules, the Discrete one and the NodeAction
     one (the selection head's DDP case: each learner's batch has its own [B, M] layout),
     train and hold bit-identical weights on both learners after the updates. Episodes on a
-    local learner, with data_report's per-module counts (kept by the prelearner actors, the
-    same for any number of learners): test_no_env_no_config_spaces_trains_saves_and_restores
-    (MARWIL) and BC in tests/test_ope_multi_agent.py. Over 20 s: its 2 remote learner actors
-    (~15 s on a 2-CPU machine)."""
+    local learner, with data_report's per-module counts (kept by the prelearner, the same for
+    any number of learners): test_no_env_no_config_spaces_trains_saves_and_restores (MARWIL)
+    and BC in tests/test_ope_multi_agent.py. Over 20 s: its 2 remote learner actors (~15 s on
+    a 2-CPU machine)."""
     config = _config(rows_dir, algo=MARWILConfig, learners=2, episodes=False, beta=1.0)
     algo = config.build_algo()
     try:
@@ -338,7 +339,9 @@ def test_multi_agent_config_with_env_evaluation_gets_graph_runner(ray_session, d
 def test_no_env_no_config_spaces_trains_saves_and_restores(ray_session, data_dir, tmp_path) -> None:
     """Only the module specs carry spaces (as RLlib users write them): configure fills the
     policies' and the config's spaces from them; MARWIL trains both modules on a local learner
-    (check_trained_modules); get_module and from_checkpoint work."""
+    (check_trained_modules); get_module and from_checkpoint work. RLlib reads the episodes at
+    the build; the prelearner maps them in this process (``map_in_this_process``: its Ray Data
+    actor maps multi-agent rows in the DDP test above)."""
     from ray.rllib.algorithms.algorithm import Algorithm
 
     specs = {
@@ -361,6 +364,7 @@ def test_no_env_no_config_spaces_trains_saves_and_restores(ray_session, data_dir
     assert config.observation_space["letters"] == OBS["a"]
     algo = config.build_algo()
     try:
+        map_in_this_process(algo)  # the prelearner (and so data_report's counts) in this process
         check_trained_modules(config, algo.train(), algo)  # on a local learner
         weights = algo.get_module("num").state_dict()
         algo.save_to_path(str(tmp_path / "ckpt"))
