@@ -77,6 +77,12 @@ def test_offline_evaluation_options_are_checked(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"configure: horizon must be an int >= 1 or None \(found 0\)"):
         bc_config(path, "fqe", horizon=0)
     config = bc_config(path, "dr", epochs=2)
+    # GraphOPERunner reads its episodes itself: RLlib's evaluation data is left unmapped
+    assert config.evaluation_config == {"materialize_mapped_data": False}
+    theirs = BCConfig().evaluation(evaluation_config={"materialize_mapped_data": True, "explore": False})
+    theirs.evaluation(offline_evaluation_interval=1, offline_evaluation_type="wis")
+    kept = offline_graph.configure(theirs.offline_data(input_=[path], input_read_episodes=True))
+    assert kept.evaluation_config == {"materialize_mapped_data": True, "explore": False}
     settings = config.learner_config_dict["offline_graph"]["offline_evaluation"]
     assert settings == {"method": "dr", "epochs": 2}
     assert (

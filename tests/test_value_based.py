@@ -18,6 +18,7 @@ import offline_graph
 from offline_graph import ConfigError, GNNModule, GraphOfflinePreLearner, NodeAction
 from offline_graph.data.graphs.space_text import graph_space
 from offline_graph.env import STITCH_ID
+from offline_graph.rllib.algorithms.offline_algorithms import _close_iterators
 from offline_graph.rllib.ope.ope_runner import GraphOPERunner
 from offline_graph.rllib.algorithms.value_algorithms import GraphCQL, GraphIQL
 
@@ -143,6 +144,13 @@ def test_iql_beta_above_one_two_ddp_learners_and_env_runner_evaluation(ray_sessi
         assert int(env_runners["num_episodes"]) >= 6
         # Stitch-v0 returns lie in {0, 0.25, 1} (or a small illegal-action penalty: never here)
         assert 0.0 <= float(env_runners["episode_return_mean"]) <= 1.0
+        # what stop() runs first: each remote Learner's batch iterator is closed while Ray runs
+        # (left open, its finalizer started a new local Ray in the Learner's exiting process)
+        opened = algo.learner_group.foreach_learner(lambda learner: learner.iterator is not None)
+        assert [r.get() for r in opened] == [True, True]
+        _close_iterators(algo)
+        closed = algo.learner_group.foreach_learner(lambda learner: learner.iterator is None)
+        assert [r.get() for r in closed] == [True, True]
     finally:
         algo.stop()
 
