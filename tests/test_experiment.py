@@ -235,17 +235,29 @@ def test_command_line_tasks_and_old_names(capsys):
     assert expected in capsys.readouterr().err
 
 
-def test_jobshop_task_keeps_the_bench_command_line():
-    """``--task jobshop`` is parsed by the runner from its Config, with the options and
-    defaults of ``python -m offline_graph.bench.jobshop`` (the docs' Reproduce line, none, quick)."""
+def test_jobshop_task_is_the_one_command_line(capsys):
+    """``--task jobshop`` is parsed by the runner from its Config and resolved by the bench's
+    steps (the docs' Reproduce line, none, quick); the old ``python -m
+    offline_graph.bench.jobshop`` (its options were a second copy) says where it went, exit 2."""
     from offline_graph.bench import jobshop
 
     line = "--sizes 10x10 15x15 --episodes 60 --extra-features --seeds 0 1 2 --groups all --rules --output r"
-    for argv in (line.split(), [], ["--quick"]):
-        name, cfg = experiment.parse_args(["--task", "jobshop", *argv])
-        assert name == "jobshop" and vars(jobshop.resolve(cfg)) == vars(jobshop.parse_args(argv))
-    args = jobshop.resolve(experiment.parse_args(["--task", "jobshop", *line.split()])[1])
-    assert (args.sizes, args.seeds, args.rules, len(args.groups)) == ([(10, 10), (15, 15)], [0, 1, 2], [], 8)
+    name, cfg = experiment.parse_args(["--task", "jobshop", *line.split()])
+    args = jobshop.resolve(cfg)
+    assert name == "jobshop" and (args.sizes, args.seeds, args.rules, len(args.groups)) == (
+        [(10, 10), (15, 15)], [0, 1, 2], [], 8
+    )  # fmt: skip
+    assert (args.episodes, args.extra_features, args.output, args.quick) == (60, True, "r", False)
+    default = jobshop.resolve(experiment.parse_args(["--task", "jobshop"])[1])
+    assert (default.sizes, default.groups, default.algos, default.iterations) == (
+        [(10, 10)], ["15x15", "20x15"], ["bc"], 20
+    )  # fmt: skip
+    quick = jobshop.resolve(experiment.parse_args(["--task", "jobshop", "--quick"])[1])
+    assert quick.sizes == [(6, 6)]
+    assert all(getattr(quick, k) == v for k, v in jobshop.QUICK.items() if k != "sizes")
+    assert jobshop.main(["--quick"]) == 2
+    assert capsys.readouterr().err == jobshop.MOVED + "\n"
+    assert "offline-graph experiment --task jobshop" in jobshop.MOVED
 
 
 @pytest.mark.parametrize("name", TASKS)

@@ -1,4 +1,4 @@
-"""The job-shop learning path of issue 41, tiny (``python -m offline_graph.bench.jobshop --quick``):
+"""The job-shop learning path of issue 41, tiny (``offline-graph experiment --task jobshop --quick``):
 CP-SAT and noisy-expert logs of 6x6 instances recorded through the recording job, BC trained
 through ``offline_graph.configure``, greedy masked rollouts on held-out generated instances and
 on ta01. Checked by hand here: every schedule the trained policy produced is feasible (job
@@ -44,10 +44,10 @@ def _random_makespans(durations: np.ndarray, machines: np.ndarray, seeds: range)
 
 
 def test_quick_jobshop_learning(tmp_path):
-    from offline_graph.bench import jobshop
+    from offline_graph.cli import experiment
 
     out = tmp_path / "result.json"
-    jobshop.main(["--quick", "--output", str(out)])
+    assert experiment.main(["--task", "jobshop", "--quick", "--output", str(out)]) == 0
     result = json.loads(out.read_text())
 
     expert, noisy = result["logs"]

@@ -13,10 +13,12 @@
 
 Gap = mean over a group's instances of (makespan - best known upper bound) / upper bound.
 
-Run: ``python -m offline_graph.bench.jobshop --quick --output r.json`` (tiny: 6x6 logs with the
-extra features, BC 5 iterations, one 15x15 instance) or e.g. ``python -m
-offline_graph.bench.jobshop --sizes 10x10 15x15 --episodes 60 --time-limit 1.5 --extra-features
---lr 3e-3 --iterations 40 --algos bc --seeds 0 1 --groups all --time-100x20 --output r.json``.
+Run: ``offline-graph experiment --task jobshop --quick --output r.json`` (tiny: 6x6 logs with
+the extra features, BC 5 iterations, one 15x15 instance) or e.g. ``offline-graph experiment
+--task jobshop --sizes 10x10 15x15 --episodes 60 --time-limit 1.5 --extra-features --lr 3e-3
+--iterations 40 --algos bc --seeds 0 1 --groups all --time-100x20 --output r.json``: the options
+are the declared task's (:mod:`offline_graph.cli.experiments.jobshop`), this module runs them
+(:func:`run_and_write`). The old ``python -m offline_graph.bench.jobshop`` says so and exits 2.
 ``--logs DIR`` keeps the recorded episodes there and reuses them when present;
 ``--extra-features`` records with ``JobShopConfig(extra_features=True)`` (each candidate's
 left-shift start and its slack over the earliest candidate; rows labelled ``+x``); ``--merge
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -50,9 +53,8 @@ from offline_graph.bench.experiments.jobshop_report import (
     summarize,
     table,
 )
-from offline_graph.bench.jobshop_train import ALGOS, record_logs, train
+from offline_graph.bench.jobshop_train import record_logs, train
 from offline_graph.env.jobshop_instances import TAILLARD_GROUPS, generate_instance
-from offline_graph.env.jobshop_rules import JOBSHOP_RULES
 from offline_graph.rllib.core.ray_session import quiet_ray_data
 
 QUICK = {
@@ -78,49 +80,9 @@ QUICK = {
 
 
 def _size(text: str) -> tuple[int, int]:
-    try:
-        j, m = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"jobshop --sizes: a size must be JxM (found {text!r}). For example 10x10."
-        ) from None
+    """``"JxM"`` as ``(J, M)`` (the experiment's check has already refused other text)."""
+    j, m = (int(v) for v in text.lower().split("x"))
     return j, m
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="tiny run for the tests (< 60 s)")
-    p.add_argument("--output", default=None, help="results JSON path")
-    p.add_argument("--logs", default=None, help="episode directory to keep / reuse (default: a temp dir)")
-    p.add_argument("--sizes", nargs="+", default=["10x10"], help="generated instance sizes JxM")
-    p.add_argument("--episodes", type=int, default=100, help="episodes per size and behaviour")
-    p.add_argument("--epsilon", type=float, default=0.1, help="the noisy expert's random-action rate")
-    p.add_argument("--no-noisy", action="store_true", help="record only the expert")
-    p.add_argument("--time-limit", type=float, default=2.0, help="CP-SAT seconds per instance")
-    p.add_argument(
-        "--time-scale", type=float, default=1000.0, help="the env's time_scale (node time features / it)"
-    )
-    p.add_argument(
-        "--extra-features", action="store_true", help="record with JobShopConfig(extra_features=True)"
-    )
-    p.add_argument("--algos", nargs="+", default=["bc"], choices=ALGOS)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--iterations", type=int, default=20)
-    p.add_argument("--updates", type=int, default=10, help="updates per iteration")
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--groups", nargs="+", default=["15x15", "20x15"], help="Taillard groups, or 'all'")
-    p.add_argument("--per-group", type=int, default=None, help="instances per group (default all 10)")
-    p.add_argument("--rules", nargs="*", default=list(JOBSHOP_RULES))
-    p.add_argument("--generated", type=int, default=10, help="held-out generated instances (vs random)")
-    p.add_argument("--time-100x20", action="store_true", help="profile one greedy schedule of ta71")
-    p.add_argument("--merge", nargs="+", default=None, help="combine these results JSONs (no run)")
-    p.add_argument(
-        "--plots", default=None, help="directory of the two PNGs (default: the directory of --output)"
-    )
-    return resolve(p.parse_args(argv))
 
 
 def resolve(args: Any) -> Any:
@@ -269,9 +231,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """``python -m offline_graph.bench.jobshop`` with ``argv``: the results (also written)."""
-    return run_and_write(parse_args(argv))
+MOVED = (
+    "python -m offline_graph.bench.jobshop: the job-shop command line must be `offline-graph "
+    "experiment --task jobshop` (found the old entry point). Give it the same options, e.g. "
+    "`offline-graph experiment --task jobshop --quick --output r.json`."
+)
+"""The old entry point's one line: its options were defined twice (here and in the
+experiment's declared task), so the command line now has one home."""
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: ARG001 (the old signature)
+    """The old ``python -m offline_graph.bench.jobshop``: says where the command went, exit 2."""
+    print(MOVED, file=sys.stderr)
+    return 2
 
 
 def run_and_write(args: Any) -> dict[str, Any]:
@@ -292,4 +264,4 @@ def run_and_write(args: Any) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,9 +4,9 @@ on Taillard's benchmark (issue 41; the steps are :mod:`offline_graph.bench.jobsh
 CP-SAT and noisy-expert logs of JobShop-v0 on generated ``--sizes`` instances, each ``--algos``
 trained with each of ``--seeds`` through ``offline_graph.configure``, greedy masked rollouts on
 the Taillard ``--groups``. Its table is a gap per Taillard group, not a normalized score over
-seeds ``0..S-1``: the task declares its own :attr:`~offline_graph.cli.experiments.spec.Task.run`,
-and its options keep the command line of ``python -m offline_graph.bench.jobshop`` (the same
-options; ``tests/test_experiment.py`` checks that they match). Written: the results JSON
+seeds ``0..S-1``: the task declares its own :attr:`~offline_graph.cli.experiments.spec.Task.run`.
+Its Config is the one definition of the job-shop options (the old ``python -m
+offline_graph.bench.jobshop`` had a copy; it now says where the command went). Written: the results JSON
 (``--output``), the two PNGs (``--plots``, default beside it: the gap per group and a Gantt
 chart of one schedule, :mod:`offline_graph.bench.experiments.jobshop_report`).
 """
