@@ -68,15 +68,22 @@ def offline_evaluation_settings(cfg: Any, options: dict | None) -> dict:
     previous = dict((cfg.learner_config_dict or {}).get(SETTINGS_KEY, {}).get("offline_evaluation") or {})
     kind = cfg.offline_evaluation_type
     if cfg.offline_evaluation_interval and kind in OPE_TYPES:
-        cfg.evaluation(
-            offline_evaluation_type="eval_loss",
-            offline_eval_runner_class=GraphOPERunner,
-            evaluation_config=lazy_evaluation_data(cfg.evaluation_config),
-        )
+        cfg.evaluation(**graph_runner_settings(cfg.evaluation_config))
         return {**_ours(kind, previous), **(options or {})}
     if cfg.offline_eval_runner_class is not GraphOPERunner:
         previous.pop("method", None)  # RLlib's own evaluation now (or none): no method of ours
     return {**previous, **(options or {})}
+
+
+def graph_runner_settings(overrides: Any) -> dict:
+    """The evaluation settings that run one of our types in :class:`GraphOPERunner` (RLlib's
+    validate knows only its own types: ``"eval_loss"`` stands for ours), given the config's
+    ``evaluation_config`` overrides (:func:`lazy_evaluation_data`)."""
+    return {
+        "offline_evaluation_type": "eval_loss",
+        "offline_eval_runner_class": GraphOPERunner,
+        "evaluation_config": lazy_evaluation_data(overrides),
+    }
 
 
 def lazy_evaluation_data(overrides: Any) -> Any:
@@ -111,11 +118,7 @@ def late_offline_evaluation(config: Any) -> None:
         return
     if as_dict:
         stored["offline_evaluation"] = _ours(kind, stored.get("offline_evaluation") or {})
-        config.update(
-            offline_evaluation_type="eval_loss",
-            offline_eval_runner_class=GraphOPERunner,
-            evaluation_config=lazy_evaluation_data(config.get("evaluation_config")),
-        )
+        config.update(graph_runner_settings(config.get("evaluation_config")))
         return
     frozen, config._is_frozen = config._is_frozen, False
     stored["offline_evaluation"] = offline_evaluation_settings(config, None)
