@@ -87,12 +87,9 @@ def earliest_completion(obs: dict, info: dict) -> int:
 
 
 def graph_dict(obs: GraphInstance, info: dict) -> dict:
-    """The episode format's observation: x, edge_index [2, E], action_mask."""
-    return {
-        "x": obs.nodes,
-        "edge_index": np.ascontiguousarray(obs.edge_links.T),
-        "action_mask": info["action_mask"],
-    }
+    """The episode format's observation: x, edge_index [2, E] (offline_graph.graph_to_dict),
+    and the action_mask."""
+    return {**offline_graph.graph_to_dict(obs), "action_mask": info["action_mask"]}
 
 
 def expert_episodes(count: int, seed: int) -> list[SingleAgentEpisode]:
