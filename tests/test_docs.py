@@ -1,14 +1,17 @@
 """The docs cannot rot: every ``python`` block of the README and of ``docs/**/*.md`` runs as
 printed, every page is in the site's nav, and the API reference covers every public name.
 
-A page's ``python`` blocks are concatenated in order and run in a fresh interpreter (timeout
-600 s) in a temporary directory that links the repository's top-level entries (``sample_data``,
-``pipelines``, ...), with ``PYTHONPATH`` = the repository root: relative paths of the repository
-resolve, and whatever a page writes (``data/...``, ``runs/...``) stays in the temporary
-directory. Pages whose blocks read data a command records first get it from ``SETUP`` (keyed by
-page). The pages' runs start together, three at a time (``page_runs``), and each page's test
-checks its own run. There are no shown-only code blocks: a fence whose language starts with ``py`` must be
-``python`` (run), so no example can rot unrun.
+A page's ``python`` blocks are concatenated in order and run as one script, in a fresh
+namespace, in a temporary directory that links the repository's top-level entries
+(``sample_data``, ``pipelines``, ...), with ``PYTHONPATH`` = the repository root: relative paths
+of the repository resolve, and whatever a page writes (``data/...``, ``runs/...``) stays in the
+temporary directory. The pages run in three lanes at once (``LANES``, ``page_runs``); a lane
+runs its pages one after another in one interpreter and one Ray (tests/doc_lane.py), as a
+reader who follows the guides in one directory would, which is why every page's ``ray.init``
+passes ``ignore_reinit_error=True``. Pages whose blocks read data a command records first get it
+from ``SETUP`` (keyed by page). Each page's test checks its own run. There are no shown-only
+code blocks: a fence whose language starts with ``py`` must be ``python`` (run), so no example
+can rot unrun.
 
 The examples run at the size a reader would copy: one ``algo.train()`` of 2 updates where a page
 shows plumbing (its prose gives the settings of the numbers it quotes), a few evaluation
@@ -18,6 +21,7 @@ episodes, 10-20 recorded episodes in ``SETUP``.
 from __future__ import annotations
 
 import ast
+import json
 import math
 import os
 import pathlib
@@ -33,6 +37,7 @@ import numpy as np
 import pytest
 
 import offline_graph
+from tests.doc_lane import PAGE_THREADS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -110,75 +115,79 @@ def run_key(page: pathlib.Path) -> str:
     return f"{page_id(page) if SETUP.get(page_id(page)) else ''}\n{code}"
 
 
-PAGE_THREADS = 1
-"""A page's interpreter gets ``OMP_NUM_THREADS=1`` unless the environment sets it (the thread
-count is all that differs from a reader's run). The page's own process holds the local learner
-and the evaluation and PPO loops, and torch gives it one spinning intra-op thread per core;
-with three pages at once on two cores (beside the other test worker) those threads only take
-CPU from the other runs (the training guide: the same slow-down of ``offline-graph train`` on a
-busy 2-CPU machine, hence its ``--torch-threads 1``). Ray's fractional-CPU workers already get
-one thread. Measured on training.md: its processes used 29.6 CPU s instead of 41.5 (the page's
-own 10.0 instead of 20.5)."""
+LANES = [
+    ["docs/guides/node-edge-actions.md", "docs/guides/ope.md", "docs/guides/tune.md"],
+    ["README.md", "docs/guides/data-format.md", "docs/guides/value-based.md"],
+    ["docs/guides/multi-agent.md", "docs/guides/multi-agent-cli.md", "docs/guides/training.md"],
+]
+"""Three lanes at once, each lane's pages one after another in one interpreter and one Ray
+(tests/doc_lane.py); a page not listed joins the last lane; the pages that end with
+``ray.shutdown()`` come last. Measured (2-core machine): the docs module 148 CPU s in lanes,
+234-244 with an interpreter and a Ray per page; 3 runs at a time beat 2 and 4. A page's run
+alone (load 20-45): tune 139 s, value-based 128, training 109, README 96, multi-agent-cli 78,
+multi-agent 49, node-edge-actions 23, data-format 15, ope 8."""
 
 
-def run_page(page: pathlib.Path, tmp_path: pathlib.Path) -> PageRun:
-    """Runs ``page``'s blocks in ``tmp_path`` (its set-up first), as printed."""
+def lanes_of(selected: list[str]) -> list[list[str]]:
+    """:data:`LANES` restricted to the ``selected`` page ids, the unlisted ones in the last."""
+    listed = {name for lane in LANES for name in lane}
+    lanes = [[name for name in lane if name in selected] for lane in LANES]
+    lanes[-1] += [name for name in selected if name not in listed]
+    return [lane for lane in lanes if lane]
+
+
+def run_lane(names: list[str], cwd: pathlib.Path, io: pathlib.Path) -> dict[str, PageRun | str]:
+    """Runs the pages ``names`` in ``cwd`` (their set-ups first) in one ``tests.doc_lane``
+    process; each page's :class:`PageRun`, or what it printed to stderr when it failed."""
     for entry in ROOT.iterdir():
         if entry.name not in NOT_LINKED and not entry.name.startswith("."):
-            (tmp_path / entry.name).symlink_to(entry)
-    setup = SETUP.get(page_id(page))
-    steps = setup(tmp_path) if setup else None
+            (cwd / entry.name).symlink_to(entry)
+    steps = {name: SETUP[name](cwd) for name in names if name in SETUP}
+    code = {name: "\n".join(blocks((ROOT / name).read_text(), "python")) for name in names}
+    spec = io / "lane.json"
+    pages = [{"name": name, "code": code[name]} for name in names]
+    spec.write_text(json.dumps({"cwd": str(cwd), "io": str(io), "pages": pages}))
     env = {"OMP_NUM_THREADS": str(PAGE_THREADS), **os.environ, "PYTHONPATH": str(ROOT)}
-    code = "\n".join(blocks(page.read_text(), "python"))
     proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
-    )
-    assert proc.returncode == 0, f"{page_id(page)}:\n{proc.stderr[-3000:]}"
-    return PageRun(tmp_path, proc.stdout, steps)
+        [sys.executable, "-m", "tests.doc_lane", str(spec)],
+        cwd=cwd, capture_output=True, text=True, timeout=LANE_TIMEOUT_S, env=env,
+    )  # fmt: skip
+    runs: dict[str, PageRun | str] = {}
+    for i, name in enumerate(names):
+        if not (io / f"{i}.rc").exists():
+            ended = f"its lane ended (exit {proc.returncode}) before the page did"
+            runs[name] = f"{name}: {ended}:\n{proc.stderr[-3000:]}"
+        elif (io / f"{i}.rc").read_text() != "0":
+            runs[name] = f"{name}:\n{(io / f'{i}.err').read_text()[-3000:]}"
+        else:
+            runs[name] = PageRun(cwd, (io / f"{i}.out").read_text(), steps.get(name))
+    return runs
 
 
-PARALLEL = 3
-"""Pages run at once: a page's run waits much of its time on Ray starting and on its actors.
-Measured on the 2-core build machine (docs module, load 5-15): 2 at a time 265 s (before
-SLOW_FIRST had 6 pages), 3 at a time 162 s, 4 at a time 174 s. With the pages' present sizes
-and PAGE_THREADS, 3 at a time: 223 s at load 20-45 and 436 s at load 40-70 (the pages' former
-sizes, measured back to back: 471 s and 705 s; 212-232 CPU s in all instead of 288-339)."""
-SLOW_FIRST = [
-    "docs/guides/tune.md",
-    "docs/guides/value-based.md",
-    "docs/guides/training.md",
-    "README.md",
-    "docs/guides/multi-agent-cli.md",
-    "docs/guides/multi-agent.md",
-    "docs/guides/node-edge-actions.md",
-    "docs/guides/data-format.md",
-    "docs/guides/ope.md",
-]
-"""The runs longest first, so that the lanes end close together and none is left to run alone
-at the end. Measured in the module runs above (3 at a time; load 20-45, then 40-70): tune 139 /
-259 s, value-based 128 / 234, training 109 / 210, README 96 / 195, multi-agent-cli 78 / 194,
-multi-agent 49 / 110, node-edge-actions 23 / 10, data-format 15 / 7, ope 8 / 9; the lanes ended
-within 15 s and 33 s of each other."""
+LANE_TIMEOUT_S = 900
 
 
 @pytest.fixture(scope="module")
-def page_runs(request, tmp_path_factory) -> Iterator[dict[str, Future[PageRun]]]:
-    """Every selected page's run, started together (``PARALLEL`` at a time, longest first)
-    when the first page test asks; one run per distinct code."""
+def page_runs(request, tmp_path_factory) -> Iterator[dict[str, tuple[Future, str]]]:
+    """Every selected page's run, in :data:`LANES` started together when the first page test
+    asks; one run per distinct code: run key -> (its lane's future, the page that runs it)."""
     selected = [
         item.callspec.params["page"]
         for item in request.session.items
         if getattr(item, "originalname", None) == test_python_blocks_run_as_printed.__name__
     ]
-    first: dict[str, pathlib.Path] = {}
+    first: dict[str, str] = {}
     for page in selected:
-        first.setdefault(run_key(page), page)
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    order = sorted(first.items(), key=lambda kv: rank.get(page_id(kv[1]), len(rank)))
-    with ThreadPoolExecutor(PARALLEL) as pool:
-        runs = {key: pool.submit(run_page, page, tmp_path_factory.mktemp(page.stem)) for key, page in order}
-        yield runs
-        for future in runs.values():
+        first.setdefault(run_key(page), page_id(page))
+    lanes = lanes_of(list(first.values()))
+    with ThreadPoolExecutor(len(lanes)) as pool:
+        futures = {}
+        for i, lane in enumerate(lanes):
+            cwd, io = tmp_path_factory.mktemp(f"lane{i}"), tmp_path_factory.mktemp(f"io{i}")
+            future = pool.submit(run_lane, lane, cwd, io)
+            futures.update({name: future for name in lane})
+        yield {key: (futures[name], name) for key, name in first.items()}
+        for future in futures.values():
             future.cancel()
 
 
@@ -263,12 +272,13 @@ CHECKS: dict[str, Callable[[PageRun], None]] = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", RUN_PAGES, ids=page_id)
-def test_python_blocks_run_as_printed(page: pathlib.Path, page_runs: dict[str, Future[PageRun]]) -> None:
+def test_python_blocks_run_as_printed(page: pathlib.Path, page_runs: dict[str, tuple[Future, str]]) -> None:
     """The page's run (``page_runs``) exits 0 and its ``CHECKS`` entry holds. Over 20 s: each
-    run starts Ray and runs its algorithms as printed (Ray's own processes, the prelearner
-    actors, Tune's trials: ``SLOW_FIRST`` has the times), and the first page test also waits
-    for the runs started before its own."""
-    run = page_runs[run_key(page)].result()
+    run runs its algorithms as printed (the prelearner actors, Tune's trials: ``LANES`` has the
+    times), and the first page test also waits for the lanes started before its own."""
+    lane, name = page_runs[run_key(page)]
+    run = lane.result()[name]
+    assert isinstance(run, PageRun), run
     check = CHECKS.get(page_id(page))
     if check is not None:
         check(run)
