@@ -28,7 +28,7 @@ PAGE_THREADS = 1
 """A lane's interpreter gets ``OMP_NUM_THREADS=1`` unless the environment sets it (the thread
 count is all that differs from a reader's run). The page's own process holds the local learner
 and the evaluation and PPO loops, and torch gives it one spinning intra-op thread per core;
-with three lanes at once on two cores (beside the other test worker) those threads only take
+with the lanes at once on two cores (beside the other test worker) those threads only take
 CPU from the other runs (the training guide: the same slow-down of ``offline-graph train`` on a
 busy 2-CPU machine, hence its ``--torch-threads 1``). Ray's fractional-CPU workers already get
 one thread. Measured on training.md: its processes used 29.6 CPU s instead of 41.5 (the page's
