@@ -82,6 +82,15 @@ if RECALL_ID not in gym.registry:
 
 __all__ += ["RECALL_ID", "RecallConfig", "RecallEnv", "recall_expert"]
 
+# A graph with graph-level parts in a Dict observation (offline_graph.env.channel).
+from offline_graph.env.channel import ChannelConfig, ChannelEnv, channel_expert  # noqa: E402
+
+CHANNEL_ID = "offline_graph/Channel-v0"
+if CHANNEL_ID not in gym.registry:
+    gym.register(id=CHANNEL_ID, entry_point="offline_graph.env.channel:ChannelEnv")
+
+__all__ += ["CHANNEL_ID", "ChannelConfig", "ChannelEnv", "channel_expert"]
+
 # Job-shop scheduling, L2D's MDP (offline_graph.env.jobshop; the CP-SAT expert needs ortools).
 from offline_graph.env.jobshop import JOBSHOP_FEATURES, JobShopConfig, JobShopEnv  # noqa: E402
 from offline_graph.env.jobshop_instances import (  # noqa: E402

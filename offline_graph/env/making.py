@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import GlobalsLayout, dict_layout, graph_part
 from offline_graph.data.graphs.graph import GraphDict, graph_to_dict
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.user_code import load_named, load_user_policy
@@ -49,11 +50,11 @@ def make_env(env: str = DEFAULT_ENV, env_config: dict | None = None) -> gym.Env:
                 f"{err}). Register it with gymnasium.register (imported before the command runs) "
                 f"or pass module:Class; this package's envs: {', '.join(ours)}."
             ) from err
-    if not isinstance(instance.observation_space, gym.spaces.Graph):
+    if not isinstance(graph_part(instance.observation_space), gym.spaces.Graph):
         raise ConfigError(
-            f"record: env {env!r} observation space must be gymnasium.spaces.Graph (found "
-            f"{instance.observation_space!r}). Wrap the env so it returns GraphInstance "
-            "observations."
+            f"record: env {env!r} observation space must be gymnasium.spaces.Graph or a Dict "
+            f"with one (found {instance.observation_space!r}). Wrap the env so it returns "
+            "GraphInstance observations."
         )
     return instance
 
@@ -85,10 +86,19 @@ DEFAULT_MASK_KEY = "action_mask"
 """The ``info`` key the recorder reads action masks from (public graph env packages' choice)."""
 
 
-def observe(obs: Any, info: dict, edge_dim: int | None, mask_key: str | None) -> GraphDict:
+def observe(
+    obs: Any, info: dict, edge_dim: int | None, mask_key: str | None, layout: GlobalsLayout | None = None
+) -> GraphDict:
     """An env observation (``GraphInstance``) as an observation dict; with ``mask_key``, the
-    mask ``info[mask_key]`` (when the env gave one) becomes the dict's bool ``action_mask``."""
-    out = graph_to_dict(obs, edge_dim)
+    mask ``info[mask_key]`` (when the env gave one) becomes the dict's bool ``action_mask``. A
+    ``Dict`` space's observation (``layout``): its graph as a dict with the flat parts beside
+    ``x``, as they were (what episode files store; batching turns them into ``globals``)."""
+    parts: dict[str, Any] = {}
+    if layout is not None:
+        parts = {key: obs[key] for key, _ in layout.parts}
+        obs = obs[layout.graph_key]
+    out = graph_to_dict(obs, edge_dim) if isinstance(obs, gym.spaces.GraphInstance) else dict(obs)
+    out.update(parts)
     if mask_key is not None and info is not None and info.get(mask_key) is not None:
         out["action_mask"] = np.asarray(info[mask_key]).astype(bool).reshape(-1)
     return out
@@ -126,12 +136,13 @@ def episode_steps(
     ``mask_key``: read ``info[mask_key]`` into each observation's ``action_mask`` (see
     :func:`observe`); the policy is called with that observation dict and the env's ``info``.
     """
+    layout = dict_layout(env.observation_space)
     obs, info = env.reset(seed=env_seed)
-    current = observe(obs, info, edge_dim, mask_key)
+    current = observe(obs, info, edge_dim, mask_key, layout)
     while True:
         action = int(policy(current, info))
         obs, reward, terminated, truncated, info = env.step(action)
-        nxt = observe(obs, info, edge_dim, mask_key)
+        nxt = observe(obs, info, edge_dim, mask_key, layout)
         yield Step(current, action, float(reward), bool(terminated), bool(truncated), info, nxt)
         if terminated or truncated:
             return

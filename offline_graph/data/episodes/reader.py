@@ -252,6 +252,7 @@ def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
     space pair."""
     import gymnasium as gym
 
+    from offline_graph.data.graphs.globals import globals_layout
     from offline_graph.data.graphs.graph import space_sizes
     from offline_graph.data.graphs.spaces import selection_level
 
@@ -270,4 +271,5 @@ def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
         edge_dim=edim,
         num_actions=int(action_space.n),
         action_level=selection_level(action_space),
+        globals=globals_layout(observation_space),
     )

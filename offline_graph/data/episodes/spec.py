@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from offline_graph.data.graphs.globals import GlobalsLayout
+
 
 @dataclass(frozen=True)
 class EpisodeSpec:
@@ -24,3 +26,6 @@ class EpisodeSpec:
     """Accept an episode chunk that is neither terminated nor truncated (RLlib writes each
     ``sample()`` call's unfinished episodes so): off-policy evaluation joins an episode's
     chunks; training and conversion refuse them (reason ``not_finished``)."""
+    globals: GlobalsLayout | None = None
+    """A ``Dict`` observation space's graph key and flat parts (``globals [G]`` per
+    observation, :mod:`offline_graph.data.graphs.globals`); None for a plain ``Graph``."""

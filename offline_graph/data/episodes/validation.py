@@ -24,6 +24,8 @@ Checks, each with a short ``reason`` key used for skip-mode accounting:
 ``too_many_choices``   a step's graph has more nodes (edges) than ``NodeAction(max_nodes)``
                        (``EdgeAction(max_edges)``) allows
 ``reward``             a non-finite reward, or one that is not a number
+``globals``            a ``Dict`` observation space's part missing, or not fitting its space
+                       (``Box`` shape, finite; ``Discrete`` an integer in range)
 =====================  ==================================================================
 
 Every check is vectorized over the whole episode after one pass that collects shapes.
@@ -40,7 +42,8 @@ import numpy as np
 
 from offline_graph.data.episodes.action_checks import check_actions_rewards
 from offline_graph.data.graphs.columns import GraphColumns, counts_to_ptr, masks_or_allowed
-from offline_graph.data.episodes.codec import RawEpisode
+from offline_graph.data.episodes.codec import RawEpisode, instance_to_dict
+from offline_graph.data.graphs.globals import GlobalsLayout, PartError, split_observation
 from offline_graph.data.errors import GraphValidationError, where
 from offline_graph.data.episodes.spec import EpisodeSpec
 
@@ -125,6 +128,7 @@ def validate_episode(
             f"one action (found {len(obs)} observations, {max(num_t, 0)} actions, "
             f"{rewards.size} rewards). The episode is truncated or mis-assembled.",
         )
+    rows = None if spec.globals is None else _split_globals(obs, spec.globals, ctx)
     for t, o in enumerate(obs):
         if not isinstance(o, dict) or "x" not in o or "edge_index" not in o:
             found = sorted(o, key=repr) if isinstance(o, dict) else type(o).__name__  # keys of any type
@@ -192,6 +196,7 @@ def validate_episode(
     x_all = np.concatenate(xs).astype(np.float32, copy=False)
     ei_all = np.concatenate(eis, axis=1).astype(np.int64, copy=False)
     graphs = GraphColumns(x_all, counts_to_ptr(num_nodes), ei_all, counts_to_ptr(num_edges), edge_attr)
+    graphs.globals = rows
     _collect_masks(obs, graphs, spec, ctx)
     return checked_episode(raw, graphs, actions, rewards, spec, ctx)
 
@@ -218,6 +223,26 @@ def checked_episode(
         truncated=raw.truncated and not raw.terminated,
         t_started=raw.t_started,
     )
+
+
+def _split_globals(obs: list[Any], layout: GlobalsLayout, ctx: Any) -> np.ndarray:
+    """Replace each observation of a ``Dict`` space by its graph (in place) and return the
+    flat parts as ``globals`` rows ``[T+1, G]``."""
+    rows = []
+    for t, o in enumerate(obs):
+        try:
+            graph, row = split_observation(o, layout)
+        except PartError as err:
+            parts = ", ".join(f"{k!r}" for k, _ in layout.parts)
+            raise _fail(
+                "globals",
+                f"{ctx(t, f'observations.{err.key}')}: {err}. The observation space is a Dict "
+                f"of the graph {layout.graph_key!r} and the parts {parts}: every observation "
+                "holds each of them (or the graph dict with the parts beside 'x').",
+            ) from None
+        obs[t] = instance_to_dict(graph)
+        rows.append(row)
+    return np.stack(rows) if rows else np.zeros((0, layout.dim), np.float32)
 
 
 def _collect_masks(obs: list[Any], graphs: GraphColumns, spec: EpisodeSpec, ctx: Any) -> None:

@@ -9,6 +9,8 @@
     edge_attr  float32 [sumE, D]   or None when the space has no edge features
     node_mask  bool    [sumN]      or None: allowed node actions (``NodeAction`` spaces)
     edge_mask  bool    [sumE]      or None: allowed edge actions (``EdgeAction`` spaces)
+    globals    float32 [G, Gdim]   or None: graph-level features, one row per graph
+                                   (:mod:`offline_graph.data.graphs.globals`)
 
 The masks are the observation dicts' ``action_mask`` (see :mod:`offline_graph.data.graphs.spaces`); they
 are concatenated like ``x`` (node masks) or like ``edge_attr`` (edge masks).
@@ -34,8 +36,9 @@ from offline_graph.data.graphs.graph import GraphDict
 class BatchingRule:
     """How one graph column is stored, sliced and batched."""
 
-    level: Literal["node", "edge"]
-    """The column has one entry per node (offsets ``node_ptr``) or per edge (``edge_ptr``)."""
+    level: Literal["node", "edge", "graph"]
+    """The column has one entry per node (offsets ``node_ptr``), per edge (``edge_ptr``) or per
+    graph (one row each, never repeated per node)."""
     axis: int
     """The axis that grows with the node / edge count (``edge_index [2, E]``: 1)."""
     offset_by_nodes: bool
@@ -50,6 +53,7 @@ BATCHING_RULES: dict[str, BatchingRule] = {
     "edge_attr": BatchingRule("edge", 0, False, "edge_attr"),
     "node_mask": BatchingRule("node", 0, False, "action_mask"),
     "edge_mask": BatchingRule("edge", 0, False, "action_mask"),
+    "globals": BatchingRule("graph", 0, False, "globals"),
 }
 """The graph columns of :class:`GraphColumns`, in storage order."""
 MASK_COLUMNS = ("node_mask", "edge_mask")
@@ -103,6 +107,7 @@ class GraphColumns:
     edge_attr: np.ndarray | None = None
     node_mask: np.ndarray | None = None
     edge_mask: np.ndarray | None = None
+    globals: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.node_ptr) - 1
@@ -129,7 +134,10 @@ class GraphColumns:
         return {k: v for k in BATCHING_RULES if (v := getattr(self, k)) is not None}
 
     def choice_ptr(self, level: str) -> np.ndarray:
-        """Offsets of the choices of a ``"node"`` / ``"edge"`` selection action."""
+        """Offsets of the choices of a ``"node"`` / ``"edge"`` selection action (``"graph"``:
+        one row per graph)."""
+        if level == "graph":
+            return np.arange(len(self) + 1, dtype=np.int64)
         return self.node_ptr if level == "node" else self.edge_ptr
 
     def mask(self, level: str) -> np.ndarray | None:
@@ -160,7 +168,8 @@ class GraphColumns:
         """Concatenate observation dicts (arrays are taken as they are; validate first).
 
         ``mask_level`` ("node" / "edge" / None): where the dicts' ``action_mask`` goes; a dict
-        without one allows every node (edge). None ignores masks.
+        without one allows every node (edge). None ignores masks. Dicts with ``globals`` (all
+        of them or none) give :attr:`globals`.
         """
         xs = [g["x"] for g in graphs]
         eis = [g["edge_index"] for g in graphs]
@@ -184,6 +193,8 @@ class GraphColumns:
                 else np.zeros((0, edge_dim), np.float32)
             )
         out = cls(x=x, node_ptr=node_ptr, edge_index=ei, edge_ptr=edge_ptr, edge_attr=ea)
+        if graphs and "globals" in graphs[0]:
+            out.globals = np.stack([np.asarray(g["globals"], np.float32).reshape(-1) for g in graphs])
         if mask_level is not None:
             raw = [g.get("action_mask") for g in graphs]
             out.set_mask(
@@ -203,7 +214,10 @@ class GraphColumns:
         out: dict[str, np.ndarray] = {}
         for key, value in self.present().items():
             rule = BATCHING_RULES[key]
-            out[rule.batch_key] = _along(value, rule.axis, bounds[rule.level])
+            if rule.level == "graph":
+                out[rule.batch_key] = value[g]
+            else:
+                out[rule.batch_key] = _along(value, rule.axis, bounds[rule.level])
         return out  # type: ignore[return-value]
 
     def take(self, idx: np.ndarray) -> "GraphColumns":
@@ -212,6 +226,7 @@ class GraphColumns:
         sel = {
             "node": ragged_gather_index(self.node_ptr, idx),
             "edge": ragged_gather_index(self.edge_ptr, idx),
+            "graph": idx,
         }
         return GraphColumns(
             node_ptr=counts_to_ptr(self.num_nodes[idx]),
@@ -226,7 +241,7 @@ class GraphColumns:
         """Graphs ``start..stop-1`` as views."""
         n0, n1 = self.node_ptr[start], self.node_ptr[stop]
         e0, e1 = self.edge_ptr[start], self.edge_ptr[stop]
-        bounds = {"node": slice(n0, n1), "edge": slice(e0, e1)}
+        bounds = {"node": slice(n0, n1), "edge": slice(e0, e1), "graph": slice(start, stop)}
         return GraphColumns(
             node_ptr=self.node_ptr[start : stop + 1] - n0,
             edge_ptr=self.edge_ptr[start : stop + 1] - e0,
@@ -237,13 +252,16 @@ class GraphColumns:
         )
 
     def without_nodes(self, count: int) -> "GraphColumns":
-        """``count`` graphs with no nodes and no edges, with these columns (placeholders)."""
+        """``count`` graphs with no nodes and no edges, with these columns (placeholders;
+        graph-level rows are zeros)."""
         empty = {"node": slice(0, 0), "edge": slice(0, 0)}
         return GraphColumns(
             node_ptr=np.zeros(count + 1, dtype=np.int64),
             edge_ptr=np.zeros(count + 1, dtype=np.int64),
             **{
-                k: _along(v, BATCHING_RULES[k].axis, empty[BATCHING_RULES[k].level])
+                k: np.zeros((count, *v.shape[1:]), v.dtype)
+                if BATCHING_RULES[k].level == "graph"
+                else _along(v, BATCHING_RULES[k].axis, empty[BATCHING_RULES[k].level])
                 for k, v in self.present().items()
             },
         )

@@ -20,6 +20,7 @@ import numpy as np
 from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import graph_part
 
 GraphDict = dict[str, np.ndarray]
 
@@ -66,19 +67,22 @@ def dict_to_graph(obs: GraphDict) -> GraphInstance:
 def space_sizes(space: Any) -> tuple[int, int | None]:
     """(F, D) of a graph observation space; D is None when edges carry no features.
 
-    Accepts a ``gymnasium.spaces.Graph`` or a ``Dict`` with ``x`` / ``edge_attr`` Box entries.
+    Accepts a ``gymnasium.spaces.Graph``, a ``Dict`` with one ``Graph`` entry and flat ones
+    (its graph's sizes; :func:`~offline_graph.data.graphs.globals.globals_size` gives G), or a
+    ``Dict`` with ``x`` / ``edge_attr`` Box entries.
     """
     node_space: Any
     edge_space: Any
+    space = graph_part(space)
     if isinstance(space, gym.spaces.Graph):
         node_space, edge_space = space.node_space, space.edge_space
     elif isinstance(space, gym.spaces.Dict) and "x" in space.spaces:
         node_space, edge_space = space["x"], space.spaces.get("edge_attr")
     else:
         raise ConfigError(
-            f"observation space: space must be a gymnasium.spaces.Graph (found {space!r}). "
-            "Pass observation_space=gymnasium.spaces.Graph(node_space=Box(F), "
-            "edge_space=Box(D) or None) in config.environment(...)."
+            f"observation space: space must be a gymnasium.spaces.Graph or a Dict with one Graph "
+            f"entry (found {space!r}). Pass observation_space=gymnasium.spaces.Graph("
+            "node_space=Box(F), edge_space=Box(D) or None) in config.environment(...)."
         )
     feat = int(np.prod(node_space.shape[-1:])) if node_space.shape else 1
     if edge_space is None:

@@ -54,7 +54,7 @@ def _bool_list(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return arr.flatten().to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
 
-_DTYPES = {"x": np.float32, "edge_index": np.int64, "edge_attr": np.float32}
+_DTYPES = {"x": np.float32, "edge_index": np.int64, "edge_attr": np.float32, "globals": np.float32}
 
 
 def table_to_graphs(table: pa.Table, prefix: str = "") -> GraphColumns:

@@ -7,6 +7,10 @@ Text form (``--observation-space`` / ``--action-space``, and what converted rows
     discrete:K        Discrete(K): one action per graph
     node:MAX_NODES    NodeAction(MAX_NODES): the action is a node of the step's graph
     edge:MAX_EDGES    EdgeAction(MAX_EDGES): the action is an edge of the step's graph
+    dict:graph=graph:F=5,D=3;clock=box:2;mode=discrete:3
+                      Dict({"graph": Graph(...), "clock": Box(-inf, inf, (2,)), "mode":
+                      Discrete(3)}): a graph with flat parts (``box:2x3`` a shape, ``discrete:K``,
+                      ``multibinary:N``); the text keeps shapes, not a Box's bounds
 
 :func:`space_text` is the inverse of :func:`parse_space`; :func:`spec_texts` gives the texts of a
 validation spec and :func:`space_code` the Python that builds a space (for messages).
@@ -24,6 +28,7 @@ import numpy as np
 
 from offline_graph.data.episodes.codec import RawEpisode
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import GlobalsLayout, globals_layout, graph_part
 from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.data.graphs.spaces import EdgeAction, NodeAction, selection_level
 from offline_graph.data.episodes.validation import EpisodeSpec
@@ -41,7 +46,11 @@ def graph_space(num_features: int, edge_dim: int | None = None) -> gym.spaces.Gr
 
 
 def _bad(role: Role, text: str, why: str) -> ConfigError:
-    forms = "graph:F=5,D=3 or graph:F=5" if role == "observation" else "discrete:K, node:MAX or edge:MAX"
+    forms = (
+        "graph:F=5,D=3, graph:F=5 or dict:graph=graph:F=5;clock=box:2;mode=discrete:3"
+        if role == "observation"
+        else "discrete:K, node:MAX or edge:MAX"
+    )
     return ConfigError(f"--{role}-space: text must be {forms} (found {text!r}: {why}).")
 
 
@@ -59,6 +68,8 @@ def parse_space(text: str, role: Role) -> gym.Space:
     """The space a compact text names (see the module docstring); ConfigError on bad text."""
     kind, _, rest = text.strip().partition(":")
     kind = kind.lower()
+    if role == "observation" and kind == "dict":
+        return _parse_dict(text, rest)
     if role == "observation":
         if kind != "graph" or not rest:
             raise _bad(role, text, "an observation space is graph:F=...,D=...")
@@ -77,8 +88,57 @@ def parse_space(text: str, role: Role) -> gym.Space:
     return _ACTIONS[kind](_positive(role, text, rest))  # type: ignore[no-any-return]
 
 
+def _parse_dict(text: str, rest: str) -> gym.spaces.Dict:
+    """``dict:key=part;...`` (one ``graph:`` part, flat ``box:`` / ``discrete:`` /
+    ``multibinary:`` parts) -> the Dict space."""
+    parts: dict[str, gym.Space] = {}
+    for entry in rest.split(";"):
+        key, eq, value = entry.partition("=")
+        key, value = key.strip(), value.strip()
+        kind, _, size = value.partition(":")
+        if not eq or not key or key in parts:
+            raise _bad("observation", text, f"{entry!r} is not key=<space>, each key once")
+        if kind == "graph":
+            parts[key] = parse_space(value, "observation")
+        elif kind == "box" and size:
+            shape = tuple(_positive("observation", text, d) for d in size.split("x"))
+            parts[key] = gym.spaces.Box(-np.inf, np.inf, shape, np.float32)
+        elif kind in ("discrete", "multibinary") and size:
+            flat = gym.spaces.Discrete if kind == "discrete" else gym.spaces.MultiBinary
+            parts[key] = flat(_positive("observation", text, size))
+        else:
+            kinds = "graph:..., box:SHAPE, discrete:K or multibinary:N"
+            raise _bad("observation", text, f"{value!r} is not {kinds}")
+    space = gym.spaces.Dict(parts)
+    try:
+        globals_layout(space)
+    except ConfigError as err:
+        raise _bad("observation", text, str(err).split(" (found")[0]) from None
+    return space
+
+
+def _part_text(space: gym.Space) -> str:
+    if isinstance(space, gym.spaces.Graph):
+        feat, edim = space_sizes(space)
+        return f"graph:F={feat}" + (f",D={edim}" if edim is not None else "")
+    if isinstance(space, gym.spaces.Discrete):
+        return f"discrete:{int(space.n)}"
+    if isinstance(space, gym.spaces.MultiBinary):
+        return f"multibinary:{int(np.prod(space.shape))}"
+    return "box:" + "x".join(str(int(d)) for d in space.shape or ())
+
+
+def dict_text(layout: GlobalsLayout, graph: str) -> str:
+    """The text of a Dict space: ``graph`` (its graph part's text) and the layout's parts."""
+    entries = [f"{layout.graph_key}={graph}"] + [f"{k}={_part_text(s)}" for k, s in layout.parts]
+    return "dict:" + ";".join(sorted(entries))
+
+
 def space_text(space: gym.Space) -> str:
     """The compact text of a graph observation or an action space (inverse of :func:`parse_space`)."""
+    layout = globals_layout(space)
+    if layout is not None:
+        return dict_text(layout, _part_text(graph_part(space)))
     if isinstance(space, (gym.spaces.Graph, gym.spaces.Dict)):
         feat, edim = space_sizes(space)
         return f"graph:F={feat}" + (f",D={edim}" if edim is not None else "")
@@ -97,6 +157,8 @@ def spec_texts(spec: EpisodeSpec) -> dict[str, str]:
     """``{"observation_space": ..., "action_space": ...}``: the compact texts of the spaces a
     validation spec checks against (what converted rows record in their metadata)."""
     observation = f"graph:F={spec.num_features}" + (f",D={spec.edge_dim}" if spec.edge_dim else "")
+    if spec.globals is not None:
+        observation = dict_text(spec.globals, observation)
     return {
         "observation_space": observation,
         "action_space": f"{spec.action_level or 'discrete'}:{spec.num_actions}",
@@ -108,6 +170,8 @@ def space_code(space: gym.Space) -> str:
     ``gymnasium.spaces.Discrete(3)``, ``offline_graph.NodeAction(64)``, ..."""
     text = space_text(space)
     kind, _, rest = text.partition(":")
+    if kind == "dict":
+        return f"offline_graph.parse_space({text!r}, 'observation')"
     if kind == "graph":
         sizes = dict(part.split("=") for part in rest.split(","))
         return f"offline_graph.graph_space({sizes['F']}" + (f", {sizes['D']})" if "D" in sizes else ")")

@@ -347,6 +347,8 @@ def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
         fields.append(pa.field("edge_attr", ragged(pa.float32(), spec.edge_dim)))
     if spec.action_level is not None:
         fields.append(pa.field(f"{spec.action_level}_mask", pa.list_(pa.bool_())))
+    if spec.globals is not None:
+        fields.append(pa.field("globals", ragged(pa.float32(), spec.globals.dim)))
     graphs = list(fields[1:])
     fields += STEP_FIELDS
     return pa.schema(fields + [pa.field(FINAL + f.name, f.type, nullable=True) for f in graphs])

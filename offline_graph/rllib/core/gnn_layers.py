@@ -98,8 +98,11 @@ class GraphEncoder(nn.Module):
     """Input projection F->hidden, ``layers`` residual message-passing layers, pooling.
 
     ``h0 = relu(W x)``; ``h_{l+1} = h_l + relu(conv_l(h_l, edges))``; graph embedding =
-    ``pool(h_L)`` over each graph's nodes. With ``bag_of_nodes`` every conv is replaced by a
-    per-node Linear, so edges are never read (a structure-blind baseline of equal depth).
+    ``pool(h_L)`` over each graph's nodes, then the observation's graph-level ``globals [B, G]``
+    concatenated when ``globals_dim`` > 0 (node and edge heads read the graph embedding through
+    ``batch``: one row per graph on the device, never a copy per node). With ``bag_of_nodes``
+    every conv is replaced by a per-node Linear, so edges are never read (a structure-blind
+    baseline of equal depth).
     """
 
     def __init__(
@@ -111,12 +114,14 @@ class GraphEncoder(nn.Module):
         pool: str,
         edge_dim: int | None,
         bag_of_nodes: bool = False,
+        globals_dim: int = 0,
     ):
         super().__init__()
         self.conv_kind = "none" if bag_of_nodes else conv
         self.pool = pool
         self.hidden = hidden
-        self.out_dim = hidden * POOLS[pool]
+        self.globals_dim = globals_dim
+        self.out_dim = hidden * POOLS[pool] + globals_dim
         self.inp = nn.Linear(in_dim, hidden)
         self.convs = nn.ModuleList(
             NodeLinear(hidden) if bag_of_nodes else make_conv(conv, hidden, edge_dim) for _ in range(layers)
@@ -135,8 +140,22 @@ class GraphEncoder(nn.Module):
             else:
                 m = conv(h, edge_index)
             h = h + torch.relu(m)
-        return GraphEncoding(h, self.readout(h, batch, num_graphs), batch, ptr)
+        return GraphEncoding(h, self.readout(h, batch, num_graphs, obs), batch, ptr)
 
-    def readout(self, h: torch.Tensor, batch: torch.Tensor, num_graphs: int) -> torch.Tensor:
-        """Pool node embeddings into [num_graphs, out_dim] (``size`` fixes B, never inferred)."""
-        return pool_nodes(h, batch, num_graphs, self.pool)
+    def readout(
+        self, h: torch.Tensor, batch: torch.Tensor, num_graphs: int, obs: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """Pool node embeddings into [num_graphs, out_dim] (``size`` fixes B, never inferred),
+        the observation's ``globals`` concatenated."""
+        pooled = pool_nodes(h, batch, num_graphs, self.pool)
+        if not self.globals_dim:
+            return pooled
+        g = obs.get("globals")
+        if g is None or tuple(g.shape) != (num_graphs, self.globals_dim):
+            found = "no 'globals'" if g is None else f"globals {list(g.shape)}"
+            raise ValueError(
+                f"GraphEncoder: the observation batch must carry globals [{num_graphs}, "
+                f"{self.globals_dim}] (found {found}). The module's observation space is a Dict "
+                "with flat parts; batch its observations with offline_graph.collate."
+            )
+        return torch.cat([pooled, g.to(pooled.dtype)], dim=-1)

@@ -22,6 +22,7 @@ from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from torch import nn
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import globals_size
 from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.rllib.core.critic import QNetwork, value_train_outputs
 from offline_graph.rllib.core.gnn_layers import POOLS, GraphEncoder, GraphEncoding, mlp
@@ -54,6 +55,7 @@ def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[
         "memory": mc.get("memory"),
         "value_based": mc.get("value_based"),
         "twin_q": bool(mc.get("twin_q", True)),
+        "globals": bool(mc.get("globals", True)),
     }
     ints = [("hidden", 1), ("layers", 0), ("head_hidden", 1), ("frame_stack", 1)]
     if mc.get("max_seq_len") is not None:  # RLlib's key; the data path cuts runs with it
@@ -98,9 +100,10 @@ def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[
     return cfg
 
 
-def encoder_of(cfg: dict[str, Any], in_dim: int, edge_dim: int | None) -> GraphEncoder:
+def encoder_of(cfg: dict[str, Any], in_dim: int, edge_dim: int | None, globals_dim: int = 0) -> GraphEncoder:
     """A fresh :class:`GraphEncoder` as the resolved config ``cfg`` (:func:`resolve_gnn_config`)
-    says, for node features of size ``in_dim`` and edge features of size ``edge_dim``."""
+    says, for node features of size ``in_dim``, edge features of size ``edge_dim`` and
+    graph-level features of size ``globals_dim``."""
     return GraphEncoder(
         in_dim,
         cfg["hidden"],
@@ -109,6 +112,7 @@ def encoder_of(cfg: dict[str, Any], in_dim: int, edge_dim: int | None) -> GraphE
         cfg["pool"],
         edge_dim,
         bag_of_nodes=cfg["bag_of_nodes"],
+        globals_dim=globals_dim,
     )
 
 
@@ -178,6 +182,9 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
       so pass ``model_config={"beta": config.beta, ...}`` or ``value_head=True`` for MARWIL.
     - ``bag_of_nodes`` (False): ignore edges entirely: per-node Linear layers of the same
       depth instead of convs, then pooling (structure-blind baseline).
+    - ``globals`` (True): with a ``Dict`` observation space (a graph and flat parts), read the
+      parts (``obs["globals"] [B, G]``, concatenated to the pooled embedding, which node and
+      edge heads read through ``batch``); False ignores them (the graph-only baseline).
 
     Outputs: ``_forward`` -> ``{ACTION_DIST_INPUTS: [B, k], EMBEDDINGS: [B, E]}``;
     inference/exploration drop EMBEDDINGS (EnvRunners would store it in every episode step).
@@ -237,7 +244,8 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         cfg = resolve_gnn_config(self.model_config, self.observation_space)
         self.gnn_config = cfg
         in_dim, edge_dim = space_sizes(self.observation_space)
-        self._encoder = encoder_of(cfg, in_dim, edge_dim)
+        globals_dim = globals_size(self.observation_space) if cfg["globals"] else 0
+        self._encoder = encoder_of(cfg, in_dim, edge_dim, globals_dim)
         self._memory = build_temporal(cfg, self._encoder.hidden, self._encoder.out_dim)
         graph_dim = self._encoder.out_dim if self._memory is None else self._memory.out_dim
         if cfg["value_based"] == "cql":  # the policy is the Q network's (masked) argmax
@@ -249,7 +257,7 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
                 self.action_space, self._encoder, cfg["head_hidden"], edge_dim, graph_dim=graph_dim
             )
         if cfg["value_based"] == "iql":
-            critic_encoder = encoder_of(cfg, in_dim, edge_dim)
+            critic_encoder = encoder_of(cfg, in_dim, edge_dim, globals_dim)
             num_q = 2 if cfg["twin_q"] else 1
             self._critic = QNetwork(
                 critic_encoder, self.action_space, edge_dim, cfg["head_hidden"], num_q, True

@@ -195,6 +195,8 @@ class NodeGRU(TemporalLayer):
 
     def _encoding(self, enc: GraphEncoding, n: torch.Tensor) -> GraphEncoding:
         graphs = pool_nodes(n, enc.batch, enc.ptr.numel() - 1, self.pool)
+        # the encoder's columns after its pooling are the observation's globals: kept
+        graphs = torch.cat([graphs, enc.graphs[:, graphs.shape[1] :]], dim=-1)
         return enc._replace(nodes=n, graphs=graphs)
 
     def forward_runs(self, enc: GraphEncoding, obs: dict[str, Any]) -> GraphEncoding:

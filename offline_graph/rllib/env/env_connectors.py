@@ -47,6 +47,7 @@ from ray.rllib.core.columns import Columns
 from offline_graph.data.graphs.collate import collate
 from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import GlobalsLayout, PartError, dict_layout, split_parts
 from offline_graph.data.graphs.graph import GraphDict, graph_to_dict, space_sizes
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.making import DEFAULT_MASK_KEY
@@ -64,10 +65,30 @@ def _edge_dim(space: Any, sample: Any = None) -> int | None:
     return None
 
 
-def as_graph_dict(obs: Any, info: dict | None, edge_dim: int | None, mask_key: str | None) -> GraphDict:
+def env_parts(obs: Any, layout: GlobalsLayout | None) -> tuple[Any, np.ndarray | None]:
+    """(graph, ``globals`` or None) of an env observation (:func:`split_parts`), a part that
+    does not fit named."""
+    try:
+        return split_parts(obs, layout)
+    except PartError as err:
+        raise ConfigError(
+            f"GraphObservationsToDicts: observation part {err.key!r}: {err}. The env's "
+            "observations must hold every part of its Dict observation space."
+        ) from None
+
+
+def as_graph_dict(
+    obs: Any,
+    info: dict | None,
+    edge_dim: int | None,
+    mask_key: str | None,
+    layout: GlobalsLayout | None = None,
+) -> GraphDict:
     """An env observation as our graph dict (``x``, ``edge_index``, [``edge_attr``],
-    [``action_mask``]); ``info[mask_key]`` becomes ``action_mask`` when the dict has none.
-    A dict is returned as it is unless a mask is added."""
+    [``action_mask``], [``globals``]); ``info[mask_key]`` becomes ``action_mask`` when the dict
+    has none; a ``Dict`` space's flat parts (``layout``) become ``globals``. A graph dict is
+    returned as it is unless a mask or ``globals`` is added."""
+    obs, glob = env_parts(obs, layout)
     if isinstance(obs, gym.spaces.GraphInstance):
         out = graph_to_dict(obs, edge_dim)
     elif isinstance(obs, dict) and "x" in obs and "edge_index" in obs:
@@ -82,6 +103,8 @@ def as_graph_dict(obs: Any, info: dict | None, edge_dim: int | None, mask_key: s
     if mask is not None and "action_mask" not in out:
         out = dict(out)
         out["action_mask"] = np.asarray(mask).astype(bool).reshape(-1)
+    if glob is not None:
+        out = {**out, "globals": glob}
     return out
 
 
@@ -131,7 +154,8 @@ class GraphObservationsToDicts(ConnectorV2):
             level = selection_level(agent_space(action_spaces, episode))
             obs = episode.get_observations(-1)
             infos = episode.get_infos(-1)
-            new = as_graph_dict(obs, infos, _edge_dim(space, obs), self.mask_key if level else None)
+            mask_key = self.mask_key if level else None
+            new = as_graph_dict(obs, infos, _edge_dim(space, obs), mask_key, dict_layout(space))
             if new is not obs:
                 episode.set_observations(at_indices=-1, new_data=new)
         return batch

@@ -47,6 +47,7 @@ from ray.rllib.utils.annotations import override
 from ray.tune.registry import ENV_CREATOR, _global_registry
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import graph_part
 from offline_graph.rllib.env.env_connectors import DEFAULT_MASK_KEY, graph_env_runner
 from offline_graph.rllib.env.vector_env import GraphVectorEnv
 
@@ -139,11 +140,12 @@ class GraphEnvRunner(SingleAgentEnvRunner):
             [functools.partial(create, env_ctx.copy_with_overrides(vector_index=i)) for i in range(count)]
         )
         space = self.env.single_observation_space
-        if not isinstance(space, gym.spaces.Graph):
+        if not isinstance(graph_part(space), gym.spaces.Graph):
             raise ConfigError(
                 f"GraphEnvRunner: env {self.config.env!r} observation space must be a "
-                f"gymnasium.spaces.Graph (found {space!r}). Use RLlib's SingleAgentEnvRunner "
-                "for other envs, or wrap the env so it returns GraphInstance observations."
+                f"gymnasium.spaces.Graph or a Dict with one (found {space!r}). Use RLlib's "
+                "SingleAgentEnvRunner for other envs, or wrap the env so it returns GraphInstance "
+                "observations."
             )
         self.num_envs = self.env.num_envs
         self._needs_initial_reset = True

@@ -31,6 +31,7 @@ from typing import Any
 import gymnasium as gym
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import graph_part
 
 RUNNER_CPUS = 0.25
 """``num_cpus_per_env_runner`` configure sets when it is left at RLlib's default (1)."""
@@ -57,10 +58,11 @@ def configure_env(cfg: Any) -> None:
         obs_space, act_space = env.observation_space, env.action_space
     finally:
         env.close()
-    if not isinstance(obs_space, gym.spaces.Graph):
+    if not isinstance(graph_part(obs_space), gym.spaces.Graph):
         raise ConfigError(
-            f"configure: env {cfg.env!r} observation space must be a gymnasium.spaces.Graph "
-            f"(found {obs_space!r}). Wrap the env so it returns GraphInstance observations."
+            f"configure: env {cfg.env!r} observation space must be a gymnasium.spaces.Graph or "
+            f"a Dict with one Graph entry and flat ones (found {obs_space!r}). Wrap the env so it "
+            "returns GraphInstance observations."
         )
     given = {"observation": cfg.observation_space, "action": cfg.action_space}
     from_env = {"observation": obs_space, "action": act_space}

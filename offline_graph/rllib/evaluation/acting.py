@@ -14,6 +14,7 @@ import numpy as np
 from offline_graph.data.graphs.collate import collate
 from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import dict_layout, with_globals
 from offline_graph.data.graphs.graph import GraphDict
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.rllib.core.stepwise import StepStates
@@ -83,10 +84,13 @@ def greedy_actions(
     """Greedy actions for a list of observations, through RLlib's own path:
     ``get_inference_action_dist_cls().from_logits(forward_inference(...)[ACTION_DIST_INPUTS])
     .to_deterministic().sample()`` (argmax; node/edge selection: the most likely allowed one, a
-    local index). ``states`` (memory): the ``slots``' STATE_IN and STATE_OUT."""
+    local index). ``states`` (memory): the ``slots``' STATE_IN and STATE_OUT. With a ``Dict``
+    observation space the observations' flat parts become their ``globals``."""
     import torch
     from ray.rllib.core.columns import Columns
 
+    layout = dict_layout(getattr(module, "observation_space", None))
+    observations = [with_globals(o, layout) for o in observations]
     level = selection_level(getattr(module, "action_space", None))
     with torch.no_grad():
         batch = obs_batch(observations, edge_dim, module_device(module), level)

@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import dict_layout
 from offline_graph.data.graphs.graph import GraphDict, space_sizes
 from offline_graph.env.making import (
     DEFAULT_ENV,
@@ -219,6 +220,8 @@ def _evaluate_module(
 
     states = StepStates(module) if is_stateful(module) else None  # memory: one state per episode
 
+    layout = dict_layout(envs[0].observation_space)
+
     def start(slot: int) -> None:
         nonlocal next_episode
         if next_episode >= int(episodes):
@@ -227,7 +230,7 @@ def _evaluate_module(
             states.reset(slot)
         env_seed, _ = episode_seeds(int(seed), next_episode)
         obs, info = envs[slot].reset(seed=env_seed)
-        running[slot] = (next_episode, observe(obs, info, edge_dim, key))
+        running[slot] = (next_episode, observe(obs, info, edge_dim, key, layout))
         next_episode += 1
 
     for slot in range(len(envs)):
@@ -243,7 +246,7 @@ def _evaluate_module(
             if done:
                 start(slot)
             else:
-                running[slot] = (ep, observe(obs, info, edge_dim, key))
+                running[slot] = (ep, observe(obs, info, edge_dim, key, layout))
     if isinstance(env, str):
         for e in envs:
             e.close()

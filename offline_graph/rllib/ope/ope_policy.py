@@ -30,11 +30,11 @@ from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorica
 from offline_graph.data.graphs.collate import collate
 from offline_graph.data.graphs.columns import GraphColumns, concat_ranges, counts_to_ptr
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.globals import globals_size
 from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.rllib.core.critic import QNetwork, legal
-from offline_graph.rllib.core.gnn_layers import GraphEncoder
-from offline_graph.rllib.core.gnn_module import resolve_gnn_config
+from offline_graph.rllib.core.gnn_module import encoder_of, resolve_gnn_config
 
 INFERENCE_BATCH = 512
 """Graphs per forward pass of the evaluated module."""
@@ -201,7 +201,7 @@ def q_network(
     as 0.29 for 1.0 without it."""
     cfg = resolve_gnn_config(model or {}, observation_space)
     in_dim, edge_dim = space_sizes(observation_space)
-    encoder = GraphEncoder(in_dim, cfg["hidden"], cfg["layers"], cfg["conv"], cfg["pool"], edge_dim)
+    encoder = encoder_of({**cfg, "bag_of_nodes": False}, in_dim, edge_dim, globals_size(observation_space))
     return QNetwork(
         encoder, action_space, edge_dim, cfg["head_hidden"], num_q=num_q, legal_context=True, steps=steps
     )

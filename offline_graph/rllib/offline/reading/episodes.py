@@ -14,16 +14,17 @@ import pyarrow as pa
 from offline_graph.data.learning.transitions import Transitions, transition_schema
 from offline_graph.rllib.offline.reading.base import Reading
 
-KEEP = ("actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets")
+KEEP = ("actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "globals", "value_targets")
 """The columns emitted for the learners (bookkeeping columns such as ``eps_id`` stay here)."""
 
 
 def keep_columns(sample: Transitions) -> list[str]:
-    """The :data:`KEEP` columns ``sample`` has (``edge_attr`` and the masks are optional)."""
+    """The :data:`KEEP` columns ``sample`` has (``edge_attr``, the masks and ``globals`` are
+    optional)."""
     cols = ["actions", "x", "edge_index", "value_targets"]
     if sample.obs.edge_attr is not None:
         cols.append("edge_attr")
-    return cols + [m for m in ("node_mask", "edge_mask") if getattr(sample.obs, m) is not None]
+    return cols + [m for m in ("node_mask", "edge_mask", "globals") if getattr(sample.obs, m) is not None]
 
 
 class EpisodeTransitions(Reading):

@@ -1,0 +1,192 @@
+"""Graph-level features: a Dict observation space of one graph and flat parts. Its text form,
+the flattening of the parts into ``globals`` (hand-computed), validation errors that name the
+part and the step, the columns / Arrow / collate layout (one row per graph, never per node),
+and the encoder that concatenates ``globals`` to the pooled embedding."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+import offline_graph
+from offline_graph.data.episodes.codec import RawEpisode
+from offline_graph.data.episodes.reader import spec_from_spaces
+from offline_graph.data.episodes.validation import validate_episode
+from offline_graph.data.errors import ConfigError, GraphValidationError
+from offline_graph.data.graphs.collate import collate, uncollate
+from offline_graph.data.graphs.columns import GraphColumns
+from offline_graph.data.graphs.globals import globals_layout, globals_size
+from offline_graph.data.graphs.graph import space_sizes
+from offline_graph.data.graphs.space_text import parse_space, space_text, spec_texts
+from offline_graph.data.learning.transitions import Transitions, table_to_batch, transition_schema
+from offline_graph.env.channel import ChannelEnv, best_node
+
+SPACE = gym.spaces.Dict(
+    {
+        "graph": offline_graph.graph_space(3, 2),
+        "clock": gym.spaces.Box(0.0, 1.0, (2,), np.float32),
+        "mode": gym.spaces.Discrete(3),
+    }
+)
+TEXT = "dict:clock=box:2;graph=graph:F=3,D=2;mode=discrete:3"
+
+
+def graph(n: int, e: int, value: float = 1.0) -> dict:
+    x = np.full((n, 3), value, np.float32)
+    x[:, 1] = np.arange(n)  # nodes that differ: a node head scores them apart
+    return {
+        "x": x,
+        "edge_index": np.array([np.arange(e) % n, (np.arange(e) + 1) % n], np.int64).reshape(2, e),
+        "edge_attr": np.zeros((e, 2), np.float32),
+    }
+
+
+OBS = [
+    {"graph": graph(2, 1), "clock": np.array([0.5, 0.25], np.float32), "mode": 2},
+    {"graph": offline_graph.dict_to_graph(graph(3, 0, 2.0)), "clock": [1.0, 0.0], "mode": np.int64(0)},
+    {**graph(1, 0, 3.0), "clock": (0.0, 1.0), "mode": 1},  # flat: the parts beside x
+]
+GLOBALS = [[0.5, 0.25, 0, 0, 1], [1, 0, 1, 0, 0], [0, 1, 0, 1, 0]]  # clock, then mode one-hot
+
+
+def episode(observations: list) -> RawEpisode:
+    return RawEpisode("e1", observations, [0, 1], [1.0, 0.5], True, False, 0)
+
+
+def test_space_text_sizes_and_layout():
+    assert space_text(SPACE) == TEXT
+    assert space_text(parse_space(TEXT, "observation")) == TEXT
+    assert space_sizes(SPACE) == (3, 2) and globals_size(SPACE) == 5
+    assert globals_size(offline_graph.graph_space(3)) == 0
+    layout = globals_layout(SPACE)
+    assert layout is not None and layout.graph_key == "graph"
+    assert layout.columns() == ["clock[0]", "clock[1]", "mode=0", "mode=1", "mode=2"]
+    spec = spec_from_spaces(SPACE, gym.spaces.Discrete(2))
+    assert spec_texts(spec) == {"observation_space": TEXT, "action_space": "discrete:2"}
+    parsed = parse_space("dict:g=graph:F=4;m=multibinary:2;s=box:2x3", "observation")
+    assert (space_sizes(parsed), globals_size(parsed)) == ((4, None), 8)
+    with pytest.raises(ConfigError, match="exactly one gymnasium.spaces.Graph entry"):
+        globals_size(gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,)), "b": gym.spaces.Discrete(2)}))
+    with pytest.raises(ConfigError, match="'clock': Tuple"):
+        space_sizes(gym.spaces.Dict({"g": offline_graph.graph_space(2), "clock": gym.spaces.Tuple([])}))
+    with pytest.raises(ConfigError, match="--observation-space: text must be"):
+        parse_space("dict:g=graph:F=2;c=tuple:2", "observation")
+
+
+def test_parts_become_one_globals_row_per_observation():
+    spec = spec_from_spaces(SPACE, gym.spaces.Discrete(2))
+    ep = validate_episode(episode(list(OBS)), spec)
+    np.testing.assert_array_equal(ep.obs.globals, GLOBALS)
+    assert ep.obs.globals.dtype == np.float32
+    np.testing.assert_array_equal(ep.obs.num_nodes, [2, 3, 1])
+    np.testing.assert_array_equal(ep.obs.x[:, 0], [1, 1, 2, 2, 2, 3])
+
+
+@pytest.mark.parametrize(
+    ("step", "part", "column", "message"),
+    [
+        (1, {"clock": [0.5]}, "clock", "clock must be numbers of shape [2] (found float64 [1])"),
+        (2, {"mode": 3}, "mode", "mode must be an integer in 0..2 (found int64 3)"),
+        (1, {"mode": 1.5}, "mode", "mode must be an integer in 0..2 (found float64 1.5)"),
+        (2, {"clock": [np.nan, 0.0]}, "clock", "clock must be finite (found [nan])"),
+        (1, {"clock": None}, "clock", "clock must be numbers of shape [2] (found NoneType)"),
+    ],
+)
+def test_a_part_that_does_not_fit_is_named_with_its_step(step, part, column, message):
+    bad = list(OBS)
+    bad[step] = {**OBS[0], **part}
+    with pytest.raises(GraphValidationError) as err:
+        validate_episode(
+            episode(bad), spec_from_spaces(SPACE, gym.spaces.Discrete(2)), file="f.parquet", row=3
+        )
+    assert err.value.reason == "globals"
+    assert str(err.value).startswith(
+        f"file f.parquet, row 3, episode 'e1', step t={step}, column 'observations.{column}': {message}. "
+        "The observation space is a Dict of the graph 'graph' and the parts 'clock', 'mode'"
+    )
+
+
+def test_a_missing_part_or_graph_is_named():
+    spec = spec_from_spaces(SPACE, gym.spaces.Discrete(2))
+    with pytest.raises(GraphValidationError, match=r"step t=1, column 'observations.mode': observation must "
+                       r"have the key 'mode' \(found \['clock', 'graph'\]\)"):  # fmt: skip
+        validate_episode(episode([OBS[0], {"graph": graph(2, 0), "clock": [0, 0]}, OBS[2]]), spec)
+    with pytest.raises(GraphValidationError, match=r"t=0, column 'observations.graph': observation must have "
+                       r"the key 'graph'"):  # fmt: skip
+        validate_episode(episode([{"clock": [0, 0], "mode": 0}, OBS[1], OBS[2]]), spec)
+
+
+def test_globals_through_columns_arrow_and_collate():
+    spec = spec_from_spaces(SPACE, gym.spaces.Discrete(2))
+    cols = validate_episode(episode(list(OBS)), spec).obs
+    picked = cols.take(np.array([2, 0, 2]))
+    np.testing.assert_array_equal(picked.globals, [GLOBALS[2], GLOBALS[0], GLOBALS[2]])
+    np.testing.assert_array_equal(cols.slice(1, 3).globals, GLOBALS[1:])
+    np.testing.assert_array_equal(cols.graph(1)["globals"], GLOBALS[1])
+    np.testing.assert_array_equal(cols.without_nodes(2).globals, np.zeros((2, 5)))
+    np.testing.assert_array_equal(
+        GraphColumns.concat([cols, picked]).globals, GLOBALS + [GLOBALS[2], GLOBALS[0], GLOBALS[2]]
+    )
+    batch = collate(picked)
+    # one row per graph: [B, G], never repeated per node (the nodes are 1, 2 and 1)
+    np.testing.assert_array_equal(batch["globals"], [GLOBALS[2], GLOBALS[0], GLOBALS[2]])
+    np.testing.assert_array_equal(batch["batch"], [0, 1, 1, 2])
+    np.testing.assert_array_equal(uncollate(batch).globals, batch["globals"])
+    table = Transitions.from_episodes([validate_episode(episode(list(OBS)), spec)], 1.0).to_arrow()
+    table = table.cast(transition_schema(spec))
+    assert table.schema.field("globals").type.value_type.list_size == 5
+    np.testing.assert_array_equal(table_to_batch(table)["obs"]["globals"], GLOBALS[:2])
+    assert table.column("final_globals").to_pylist() == [None, [GLOBALS[2]]]
+
+
+def test_encoder_concatenates_globals_after_pooling():
+    torch.manual_seed(0)
+    module = RLModuleSpec(
+        module_class=offline_graph.GNNModule,
+        observation_space=SPACE,
+        action_space=offline_graph.NodeAction(8),
+        model_config={"hidden": 4, "layers": 1, "pool": "mean"},
+    ).build()
+    spec = spec_from_spaces(SPACE, offline_graph.NodeAction(8))
+    obs = {k: torch.as_tensor(v) for k, v in collate(validate_episode(episode(list(OBS)), spec).obs).items()}
+    enc = module._encoder(obs)
+    assert module._encoder.out_dim == 4 + 5 and enc.graphs.shape == (3, 9)
+    # the pooled node embeddings first, the observation's globals after them, unchanged
+    pooled = torch.stack([enc.nodes[0:2].mean(0), enc.nodes[2:5].mean(0), enc.nodes[5:6].mean(0)])
+    torch.testing.assert_close(enc.graphs[:, :4], pooled)
+    torch.testing.assert_close(enc.graphs[:, 4:], torch.tensor(GLOBALS, dtype=torch.float32))
+    # the node head reads them through `batch`: changing one graph's globals moves only its nodes
+    before = module.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+    other = dict(obs, globals=obs["globals"].clone())
+    other["globals"][1] = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0])
+    after = module.forward_inference({Columns.OBS: other})[Columns.ACTION_DIST_INPUTS]
+    assert torch.equal(before[[0, 2]], after[[0, 2]]) and not torch.equal(before[1], after[1])
+    with pytest.raises(ValueError, match=r"must carry globals \[3, 5\] \(found no 'globals'\)"):
+        module._encoder({k: v for k, v in obs.items() if k != "globals"})
+
+
+def test_channel_env_pays_the_best_node_of_the_type_asked_for():
+    x = np.array([[1, 0, 0, 0.9], [0, 1, 0, 0.2], [0, 1, 0, 0.7], [0, 0, 1, 0.1]], np.float32)
+    assert [best_node(x, c) for c in range(3)] == [0, 2, 3]
+    env = ChannelEnv(length=3)
+    obs, _ = env.reset(seed=4)
+    assert env.observation_space.contains(obs)
+    assert space_text(env.observation_space) == "dict:channel=discrete:3;clock=box:1;graph=graph:F=4,D=1"
+    expert = env.make_policy("expert", 0.0, np.random.default_rng(0))
+    total, steps, done = 0.0, 0, False
+    while not done:
+        assert sorted(set(obs["graph"].nodes[:, :3].argmax(1))) == [0, 1, 2]  # every type on a node
+        obs, reward, done, _, info = env.step(expert(obs, {}))
+        total, steps = total + reward, steps + 1
+        assert not info["illegal"]
+    assert (total, steps) == (3.0, 3)
+    obs, _ = env.reset(seed=4)
+    x, channel = obs["graph"].nodes, obs["channel"]
+    other = next(i for i in range(len(x)) if i != best_node(x, channel))
+    assert env.step(other)[1] == 0.0 and env.step(99)[4] == {"illegal": True}
+    with pytest.raises(ConfigError, match="ChannelConfig: min_nodes must be >= 3 "):
+        ChannelEnv(min_nodes=2)
