@@ -3,6 +3,9 @@
 import json
 import os
 
+import gymnasium as gym
+import msgpack
+import msgpack_numpy as mnp
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -14,7 +17,8 @@ from offline_graph.jobs.conversion import REPORT_NAME
 from offline_graph.jobs.convert import ConvertConfig, ConvertEpisodes, convert
 from offline_graph.rllib.offline.episodes import encode_episode
 from offline_graph.data.store.format import read_file_metadata
-from offline_graph.data.episodes.reader import read_episodes
+from offline_graph.data.episodes.reader import read_episodes, spec_from_spaces
+from offline_graph.data.graphs.space_text import graph_space
 from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 from offline_graph.data.learning.transitions import Transitions
 from offline_graph.data.episodes.validation import EpisodeSpec
@@ -171,15 +175,45 @@ def test_killed_worker_still_gives_every_transition_exactly_once(tmp_path):
     assert report["episodes_in"] == 40 and report["episodes_used"] == 40
 
 
-def test_converted_rows_and_episodes_give_the_same_learner_batch(tmp_path):
+DICT_SPACE = gym.spaces.Dict(
+    {"graph": graph_space(2), "load": gym.spaces.Box(0, 1, (2,)), "mode": gym.spaces.Discrete(2)}
+)
+
+
+def with_parts(items: list[bytes]) -> list[bytes]:
+    """The episodes with a Dict space's parts beside each graph (mode = step % 2, load = [v, 1])."""
+    out = []
+    for item in items:
+        state = msgpack.unpackb(item, object_hook=mnp.decode, strict_map_key=False)
+        data = state["observations"]["data"]
+        for t, o in enumerate(data):
+            o.update(load=np.array([o["x"][0, 0] / 10, 1.0], np.float32), mode=t % 2)
+        out.append(msgpack.packb(state, default=mnp.encode))
+    return out
+
+
+@pytest.mark.parametrize("observations", ["graph", "dict"])
+def test_converted_rows_and_episodes_give_the_same_learner_batch(tmp_path, observations):
+    """Also for a Dict space (a graph and flat parts): the rows' ``globals`` column batches to
+    the same ``obs/globals [B, G]`` as the episodes' (episode c's second step: load [0.8, 1],
+    mode 1)."""
     src = tmp_path / "eps"
     src.mkdir()
-    items = three_episodes()
+    spec = SPEC if observations == "graph" else spec_from_spaces(DICT_SPACE, gym.spaces.Discrete(3))
+    items = three_episodes() if observations == "graph" else with_parts(three_episodes())
     write(src / "e.parquet", items)
     out = str(tmp_path / "rows")
-    convert(ConvertConfig(input=str(src), output=out, spec=SPEC, gamma=0.9))
+    convert(ConvertConfig(input=str(src), output=out, spec=spec, gamma=0.9))
     from_rows = GraphCollateFn()(read_rows(out))
-    episodes = read_episodes(items, [None] * 3, SPEC)
+    if observations == "dict":
+        first = os.path.join(out, sorted(f for f in os.listdir(out) if f.endswith(".parquet"))[0])
+        text = "dict:graph=graph:F=2;load=box:2;mode=discrete:2"
+        assert read_file_metadata(first)["observation_space"] == text
+        assert from_rows["default_policy/obs/globals"].shape == (6, 4)
+        rows = read_rows(out).to_pandas()
+        at = rows.index[(rows["eps_id"] == "c") & (rows["t"] == 1)][0]
+        assert from_rows["default_policy/obs/globals"][at].tolist() == pytest.approx([0.8, 1.0, 0.0, 1.0])
+    episodes = read_episodes(items, [None] * 3, spec)
     from_episodes = GraphCollateFn()(Transitions.from_episodes(episodes, 0.9).to_arrow())
     assert list(from_rows) == list(from_episodes)
     assert list(from_rows)[0] == "default_policy/actions"

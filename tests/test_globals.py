@@ -21,7 +21,7 @@ from offline_graph.data.graphs.collate import collate, uncollate
 from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.graphs.globals import globals_layout, globals_size
 from offline_graph.data.graphs.graph import space_sizes
-from offline_graph.data.graphs.space_text import parse_space, space_text, spec_texts
+from offline_graph.data.graphs.space_text import infer_spaces, parse_space, space_text, spec_texts
 from offline_graph.data.learning.transitions import Transitions, table_to_batch, transition_schema
 from offline_graph.env.channel import ChannelEnv, best_node
 
@@ -190,3 +190,22 @@ def test_channel_env_pays_the_best_node_of_the_type_asked_for():
     assert env.step(other)[1] == 0.0 and env.step(99)[4] == {"illegal": True}
     with pytest.raises(ConfigError, match="ChannelConfig: min_nodes must be >= 3 "):
         ChannelEnv(min_nodes=2)
+
+
+def test_a_globals_vector_beside_x_and_inference_that_never_drops_parts():
+    """Part 1's form: the graph dict with a ``globals`` vector, its space a Dict of the graph and
+    a ``globals`` Box. Inference never guesses (or drops) the parts: it asks for the space."""
+    box = gym.spaces.Box(-9, 9, (2,))
+    space = gym.spaces.Dict({"graph": offline_graph.graph_space(3, 2), "globals": box})
+    steps = [{**graph(2, 1), "globals": [1.0, 2.0]}, {**graph(1, 0), "globals": np.array([3, 4])}]
+    steps.append({**graph(3, 2), "globals": (5, 6)})
+    raw = RawEpisode("g", steps, [0, 1], [0.0, 1.0], True, False, 0)
+    ep = validate_episode(raw, spec_from_spaces(space, gym.spaces.Discrete(2)))
+    np.testing.assert_array_equal(ep.obs.globals, [[1, 2], [3, 4], [5, 6]])
+    assert space_text(space) == "dict:globals=box:2;graph=graph:F=3,D=2"
+    keys = r"episode 'g': observation keys must be the graph's .* \(found also \['globals'\]\)"
+    with pytest.raises(ConfigError, match=keys):
+        infer_spaces([raw])
+    nested = r"found also \['clock', 'graph', 'mode'\]\). A graph with other parts"
+    with pytest.raises(ConfigError, match=nested):
+        infer_spaces([episode(list(OBS))])

@@ -21,6 +21,7 @@ from offline_graph.bench.data import dir_bytes, read_items
 from offline_graph.bench.harness import BenchContext, Row, item_batch, learner_rows, tensor_bytes
 from offline_graph.bench.stock_data import padded_spaces, repeated_worst_case_bytes
 from offline_graph.bench.synthetic import DataConfig, payload_bytes
+from offline_graph.data.graphs.graph_arrow import ragged_column
 
 
 def learner_batch_breakdown(table: Any, module_id: str | None = None) -> dict[str, int]:
@@ -52,6 +53,30 @@ def table_payload(table: Any, cfg: DataConfig) -> int:
     n = np.diff(table.column("x").combine_chunks().offsets.to_numpy())
     e = np.diff(table.column("edge_index").combine_chunks().offsets.to_numpy())
     return int(payload_bytes(n.astype(np.int64), e.astype(np.int64), cfg).sum())
+
+
+def globals_row(table: Any, counts: np.ndarray, width: int = 8) -> Row:
+    """Graph-level features (a Dict space's flat parts, ``globals [G]``) in the learner batch:
+    the prelearner output with a ``globals`` column of ``width`` floats per row, collated by
+    ``GraphCollateFn``, against the workaround of copying them onto every node."""
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
+
+    rows = table.num_rows
+    values = np.random.default_rng(0).random((rows, width), dtype=np.float32)
+    column = ragged_column(values, np.arange(rows + 1, dtype=np.int64))
+    out = GraphCollateFn()(table.append_column("globals", column))
+    ours = tensor_bytes({k: v for k, v in out.items() if k.endswith("/obs/globals")}) / rows
+    per_node = 4.0 * width * float(counts.mean())
+    return Row(
+        "bytes",
+        f"graph-level features (G={width}) in the learner batch",
+        "B/transition",
+        [ours],
+        [per_node],
+        "the same features copied onto every node",
+        True,
+        f"[B, G] = 4*G = {4 * width} B/tr; per node {per_node / ours:.1f}x (mean N {counts.mean():.0f})",
+    )
 
 
 def case_bytes(ctx: BenchContext) -> list[Row]:
@@ -163,6 +188,7 @@ def case_bytes(ctx: BenchContext) -> list[Row]:
             f"x/edge_index/edge_attr {lb['payload'] / table.num_rows / flight_real:.4f}x real",
         ),
         selection,
+        globals_row(table, counts),
         *case_frames(ctx),
         *default_run_bytes(ctx),
     ]

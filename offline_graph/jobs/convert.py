@@ -27,7 +27,7 @@ before the job starts (``offline_graph.data.store.files``).
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -137,7 +137,10 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     )
     total = conversion.run(scan, cfg, cfg.spec, map_class, schema)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)
-    config = conversion.settings(cfg, "spec") | {"spec": asdict(cfg.spec)}
+    spec = asdict(replace(cfg.spec, globals=None))
+    if cfg.spec.globals is not None:  # a Dict space's parts, as their text (JSON has no spaces)
+        spec["globals"] = spec_texts(cfg.spec)["observation_space"]
+    config = conversion.settings(cfg, "spec") | {"spec": spec}
     return conversion.report(
         cfg, scan, start, total, total.as_dict(), (rows, episode_ids, bytes_out), "transitions", config
     )

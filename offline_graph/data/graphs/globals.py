@@ -17,7 +17,7 @@ never repeated per node.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -36,8 +36,9 @@ class GlobalsLayout:
 
     graph_key: str
     """The Dict key of the graph."""
-    parts: tuple[tuple[str, gym.Space], ...]
-    """The flat parts, in the Dict's key order (the order of their features in ``globals``)."""
+    parts: tuple[tuple[str, gym.Space], ...] = field(hash=False)
+    """The flat parts, in the Dict's key order (the order of their features in ``globals``;
+    compared, not hashed: a ``Box`` has no hash, and specs are cache keys)."""
 
     @property
     def dim(self) -> int:

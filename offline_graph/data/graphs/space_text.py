@@ -28,7 +28,7 @@ import numpy as np
 
 from offline_graph.data.episodes.codec import RawEpisode
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graphs.globals import GlobalsLayout, globals_layout, graph_part
+from offline_graph.data.graphs.globals import GRAPH_KEYS, GlobalsLayout, globals_layout, graph_part
 from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.data.graphs.spaces import EdgeAction, NodeAction, selection_level
 from offline_graph.data.episodes.validation import EpisodeSpec
@@ -183,6 +183,23 @@ def space_code(space: gym.Space) -> str:
     return f"{name[kind]}({rest})"
 
 
+def _refuse_parts(obs: Any, where: str, episode_id: str) -> None:
+    """Parts beside the graph (or a graph nested in a dict) are not inferred: their spaces
+    (a Box's shape, a Discrete's size) are the user's to say, never guessed or dropped."""
+    if not isinstance(obs, dict):
+        return
+    extra = sorted(str(k) for k in obs if k not in GRAPH_KEYS)
+    if extra:
+        raise ConfigError(
+            f"{where}, episode {episode_id!r}: observation keys must be the graph's "
+            f"{list(GRAPH_KEYS)} to infer the spaces (found also {extra}). A graph with other "
+            "parts needs its Dict space: pass --observation-space dict:graph=graph:F=..;<key>="
+            "box:SHAPE|discrete:K;... (config.environment(observation_space=gymnasium.spaces."
+            "Dict(...)) in Python), or write the files with write_episodes(..., "
+            "observation_space=...)."
+        )
+
+
 def infer_spaces(episodes: Iterable[RawEpisode], where: str = "data") -> tuple[gym.Space, gym.Space]:
     """(observation space, action space) read off decoded episodes (module docstring).
 
@@ -194,7 +211,9 @@ def infer_spaces(episodes: Iterable[RawEpisode], where: str = "data") -> tuple[g
     for raw in episodes:
         for obs in raw.observations:
             if not isinstance(obs, dict) or "x" not in obs:
+                _refuse_parts(obs, where, raw.id)
                 continue
+            _refuse_parts(obs, where, raw.id)
             x = np.asarray(obs["x"])
             n = int(x.shape[0]) if x.ndim == 2 else 0
             e = int(np.shape(obs.get("edge_index", np.zeros((2, 0))))[-1])
