@@ -6,6 +6,7 @@ and the encoder that concatenates ``globals`` to the pooled embedding."""
 from __future__ import annotations
 
 import json
+import math
 
 import gymnasium as gym
 import numpy as np
@@ -218,8 +219,10 @@ def test_record_inspect_convert_train_evaluate_from_the_cli(ray_session, tmp_pat
     """The commands on a Dict env's data: ``record`` writes the parts beside each graph and the
     Dict space's text, ``inspect`` and ``convert`` carry it, ``train`` learns from the rows (the
     parts decide the action: BC from the converted rows beats a third of 8, the most a
-    graph-only policy gets) and ``evaluate`` restores the module with its Dict space."""
-    from offline_graph.cli import convert, evaluate, inspect_data, record, train
+    graph-only policy gets), ``evaluate`` restores the module with its Dict space, estimates its
+    value from the logs (FQE) and ``finetune`` runs PPO on it in the env: commands that share
+    one chain of data, so one test (~10 s)."""
+    from offline_graph.cli import convert, evaluate, finetune, inspect_data, record, train
 
     text = "dict:channel=discrete:3;clock=box:1;graph=graph:F=4,D=1"
     logs, rows, ckpt = str(tmp_path / "logs"), str(tmp_path / "rows"), str(tmp_path / "bc")
@@ -241,3 +244,68 @@ def test_record_inspect_convert_train_evaluate_from_the_cli(ray_session, tmp_pat
         json.loads((tmp_path / "e.json").read_text())["module"]["returns"]
         == summary["evaluation"]["module"]["returns"]
     )
+    # CQL from the same rows: its Q network reads the parts too (a missing globals raises)
+    argv = ["--algo", "cql", "--data", rows, "--checkpoint", str(tmp_path / "cql"), "--iterations", "1"]
+    argv += ["--updates-per-iteration", "10", "--batch-size", "32", "--hidden", "16", "--eval-episodes", "0"]
+    (step,) = train.run(train.parse_args(argv))["history"]
+    assert step["module_steps_trained"] > 0 and 0.0 < step["qf_loss"] < math.inf, step
+    # OPE from the logs (FQE, gamma 1): the greedy module's value within 1.5 of its env return
+    argv = ["--checkpoint", ckpt, "--data", logs, "--method", "fqe", "--gamma", "1.0", "--fqe-epochs", "25"]
+    assert evaluate.main([*argv, "--output", str(tmp_path / "ope.json")]) == 0
+    ope = json.loads((tmp_path / "ope.json").read_text())["per_module"]["default_policy"]
+    assert ope["method"] == "fqe" and ope["explore"] is False and ope["transitions"] == 480
+    assert abs(ope["value"] - summary["evaluation"]["module"]["mean_return"]) < 1.5, ope
+    # PPO fine-tuning in the Dict env: the loaded module plays the evaluation's episodes as
+    # the checkpoint did (same weights, same seeds), then one PPO iteration on its samples
+    argv = ["--checkpoint", ckpt, "--iterations", "1", "--train-batch-size", "64", "--minibatch-size", "32"]
+    argv += ["--num-envs-per-env-runner", "2", "--eval-episodes", "10", "--eval-every", "1"]
+    assert finetune.main([*argv, "--save", str(tmp_path / "ft")]) == 0
+    curve = json.loads((tmp_path / "ft" / "summary.json").read_text())["curve"]
+    assert curve[0]["mean_return"] == summary["evaluation"]["module"]["mean_return"]
+    assert [c["iteration"] for c in curve] == [0, 1] and 0.0 <= curve[1]["mean_return"] <= 8.0
+
+
+@pytest.mark.slow
+def test_marwil_from_rllib_episodes_evaluates_on_an_env_runner(ray_session, tmp_path):
+    """Episodes built with RLlib's ``SingleAgentEpisode`` from the Dict env's own observations
+    (``GraphInstance`` inside the Dict, numpy-scalar actions), written by ``write_episodes``;
+    MARWIL through ``configure`` with the env id, evaluated by RLlib's ``config.evaluation`` on
+    a ``GraphEnvRunner`` (local: the vector env's batched ``Dict`` space reaches the
+    prelearner, which takes the env's own). One ``train()``: 10 evaluation episodes of 8
+    steps, each return between 0 and 8."""
+    from ray.rllib.algorithms.marwil import MARWILConfig
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from tests.helpers import map_in_this_process
+
+    env, rng, episodes = ChannelEnv(), np.random.default_rng(0), []
+    for seed in range(12):
+        ep = SingleAgentEpisode(observation_space=env.observation_space, action_space=env.action_space)
+        obs, _ = env.reset(seed=seed)
+        ep.add_env_reset(observation=obs, infos={})
+        done = False
+        while not done:
+            x = obs["graph"].nodes
+            action = np.int64(rng.integers(len(x)) if rng.random() < 0.2 else best_node(x, obs["channel"]))
+            obs, reward, done, _, _ = env.step(action)
+            ep.add_env_step(observation=obs, action=action, reward=reward, terminated=done)
+        episodes.append(ep)
+    offline_graph.write_episodes(str(tmp_path), episodes)
+    config = (
+        MARWILConfig()
+        .environment("offline_graph/Channel-v0")
+        .offline_data(input_=[str(tmp_path)], input_read_episodes=True, dataset_num_iters_per_learner=2)
+        .training(train_batch_size_per_learner=32, beta=1.0)
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=offline_graph.GNNModule, model_config={"hidden": 16})
+        )
+        .evaluation(evaluation_interval=1, evaluation_num_env_runners=0, evaluation_duration=10)
+    )
+    algo = offline_graph.configure(config, seed=0).build_algo()
+    try:
+        map_in_this_process(algo)
+        result = algo.train()["evaluation"]["env_runners"]
+        assert result["num_episodes"] >= 10 and 0.0 <= result["episode_return_mean"] <= 8.0, result
+        assert isinstance(algo.get_module(), offline_graph.GNNModule)
+    finally:
+        algo.stop()

@@ -25,7 +25,10 @@ from offline_graph.rllib.offline.collate_fn import GraphCollateFn
 from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
 from tests.helpers import map_in_this_process
 
-OBS = {"a": graph_space(3, 2), 7: graph_space(5, None)}
+OBS = {
+    "a": graph_space(3, 2),
+    7: gym.spaces.Dict({"graph": graph_space(5, None), "odd": gym.spaces.Discrete(2)}),
+}
 ACT = {"a": gym.spaces.Discrete(2), 7: NodeAction(8)}
 
 
@@ -40,12 +43,14 @@ def g_a(n: int) -> dict:
 
 
 def g_7(n: int) -> dict:
-    """Agent 7 (an int id): F=5, no edge features, node actions with a mask."""
-    return {
+    """Agent 7 (an int id): a Dict observation, a graph (F=5, no edge features, node actions
+    with a mask) and a graph-level part ``odd`` (Discrete(2): n % 2, one-hot in ``globals``)."""
+    graph = {
         "x": np.full((n, 5), -n, np.float32),
         "edge_index": np.array([[0], [n - 1]], np.int64),
         "action_mask": np.arange(n) % 2 == 0,
     }
+    return {"graph": graph, "odd": n % 2}
 
 
 def episode(eid: str) -> MultiAgentEpisode:
@@ -95,7 +100,7 @@ def test_rows_hold_each_agent_steps_and_env_steps(data_dir) -> None:
     assert meta["multi_agent"] is True
     assert meta["agent_spaces"] == {
         "a": {"observation_space": "graph:F=3,D=2", "action_space": "discrete:2"},
-        "7": {"observation_space": "graph:F=5", "action_space": "node:8"},
+        "7": {"observation_space": "dict:graph=graph:F=5;odd=discrete:2", "action_space": "node:8"},
     }
     ma = decode_multi_agent(unpack(table.column("item")[1].as_py()))
     assert ma.id == "e1" and ma.terminated
@@ -107,7 +112,9 @@ def test_rows_hold_each_agent_steps_and_env_steps(data_dir) -> None:
     assert [int(v) for v in agents[7].raw.actions] == [0, 2]
     assert agents[7].env_t.tolist()[:2] == [0, 1] and agents[7].raw.terminated
     assert agents["b"].env_t.tolist() == [2, 3] and agents["b"].raw.rewards == [4.0]
-    np.testing.assert_array_equal(agents[7].raw.observations[1]["action_mask"], [True, False, True])
+    step1 = agents[7].raw.observations[1]  # the Dict observation as written: graph and part
+    np.testing.assert_array_equal(step1["graph"]["action_mask"], [True, False, True])
+    assert int(step1["odd"]) == 1
 
 
 def test_rllib_from_state_rebuilds_the_episode(data_dir) -> None:
@@ -205,6 +212,10 @@ def test_prelearner_gives_every_trained_module_the_same_b_and_own_returns(ray_se
     x, ptr = batch["num/obs/x"].numpy(), batch["num/obs/ptr"].numpy()
     # agent 7's graphs have N = 2 or 3 nodes, each node's features = -N: no padding rows
     assert all((x[ptr[i] : ptr[i + 1]] == -(ptr[i + 1] - ptr[i])).all() for i in range(4))
+    # agent 7's part odd = N % 2, one-hot: one globals row per graph, none for "letters"
+    odd = np.diff(ptr) % 2
+    np.testing.assert_array_equal(batch["num/obs/globals"].numpy(), np.stack([1 - odd, odd], 1))
+    assert "letters/obs/globals" not in batch
 
 
 def test_untrained_modules_get_no_data_and_mapping_applies_at_read_time(ray_session, data_dir) -> None:

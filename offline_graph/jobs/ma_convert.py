@@ -18,6 +18,9 @@ Row layout (:data:`MA_SCHEMA`, the same schema in every output file)::
                                                        observation space has no edge features
     node_mask      list<bool>                          NodeAction agents; null for the others
     edge_mask      list<bool>                          EdgeAction agents; null for the others
+    globals        list<list<float32>>                 graph-level parts, one inner list of the
+                                                       agent's G values; null for agents whose
+                                                       observation space is a plain Graph
     rewards        float32   the agent's own reward
     terminateds    bool      True on the agent's last step if its part terminated
     truncateds     bool      True on the agent's last step if its part was truncated
@@ -66,6 +69,7 @@ MA_SCHEMA = pa.schema(
         pa.field("edge_attr", _ragged),
         pa.field("node_mask", pa.list_(pa.bool_())),
         pa.field("edge_mask", pa.list_(pa.bool_())),
+        pa.field("globals", _ragged),
         *STEP_FIELDS,
         pa.field("agent_id", pa.dictionary(pa.int32(), pa.string())),
         pa.field("agent_id_int", pa.bool_()),

@@ -26,7 +26,7 @@ GraphBatch = dict[str, torch.Tensor]
 def select_graphs(obs: GraphBatch, idx: torch.Tensor, mask_level: str | None = None) -> GraphBatch:
     """The graphs ``idx`` (distinct graph ids, any order) of a PyG batch, as a new PyG batch
     in that order: ``x``, ``edge_index`` (offset to the new node ids), ``edge_attr``,
-    ``batch``, ``ptr`` and ``action_mask`` (node- or edge-level per ``mask_level``)."""
+    ``batch``, ``ptr``, ``globals`` and ``action_mask`` (node- or edge-level per ``mask_level``)."""
     ptr, edge_index = obs["ptr"], obs["edge_index"]
     device = ptr.device
     idx = idx.to(device=device, dtype=torch.long)
@@ -53,6 +53,8 @@ def select_graphs(obs: GraphBatch, idx: torch.Tensor, mask_level: str | None = N
     }
     if "edge_attr" in obs:
         out["edge_attr"] = obs["edge_attr"][edge_idx]
+    if "globals" in obs:  # graph-level features: one row per graph
+        out["globals"] = obs["globals"][idx]
     if "action_mask" in obs:
         if mask_level not in ("node", "edge"):
             raise ConfigError(

@@ -125,7 +125,10 @@ def _set_runner(cfg: Any, want: type, base: type) -> None:
 
 
 def is_vectorized(space: Any) -> bool:
-    """Whether ``space`` is a vector env's batched graph space (``Tuple(Graph, ...)``)."""
+    """Whether ``space`` is a vector env's batched graph space: ``Tuple(Graph, ...)``, or a
+    ``Dict`` (graph-level parts) whose entries include one (``batch_space`` of a ``Dict``)."""
+    if isinstance(space, gym.spaces.Dict):
+        return any(is_vectorized(s) for s in space.spaces.values())
     return (
         isinstance(space, gym.spaces.Tuple)
         and len(space.spaces) > 0

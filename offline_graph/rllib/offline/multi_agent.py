@@ -34,6 +34,7 @@ from offline_graph.data.errors import ConfigError, SchemaError
 from offline_graph.data.episodes.multi_agent import read_agent_episodes, transitions_by_module
 from offline_graph.data.episodes.reader import OnError, ReadStats, spec_from_spaces
 from offline_graph.data.episodes.row_checks import check_rows
+from offline_graph.data.learning.transitions import LEARNER_COLUMNS as KEEP
 from offline_graph.data.learning.transitions import Transitions, transition_schema
 from offline_graph.data.episodes.validation import EpisodeSpec
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 
 logger = logging.getLogger(__name__)
-KEEP = ("actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "value_targets")
 
 
 def trained_modules(config: "AlgorithmConfig", module_ids: Sequence[str]) -> list[str]:
@@ -213,11 +213,21 @@ ROW_COLUMNS = (
 )
 
 
+WIDTH_NAMES = {"x": "F", "edge_attr": "D", "globals": "G"}
+
+
 def rows_to_transitions(rows: pa.Table, spec: EpisodeSpec, where: str) -> Transitions:
     """Converted multi-agent rows of one module -> :class:`Transitions` (widths checked)."""
     cols: dict[str, Any] = {"x": (spec.num_features, rows.column("x"))}
     if spec.edge_dim is not None:
         cols["edge_attr"] = (spec.edge_dim, rows.column("edge_attr"))
+    if spec.globals is not None:
+        if "globals" not in rows.column_names:
+            raise SchemaError(
+                f"{where}: column 'globals' must be in the rows (found {sorted(rows.column_names)}). "
+                "The module's observation space has graph-level parts: convert the episodes again."
+            )
+        cols["globals"] = (spec.globals.dim, rows.column("globals"))
     table = {"actions": rows.column("actions"), "edge_index": rows.column("edge_index")}
     for name, (width, column) in cols.items():
         try:
@@ -225,7 +235,7 @@ def rows_to_transitions(rows: pa.Table, spec: EpisodeSpec, where: str) -> Transi
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
             raise SchemaError(
                 f"{where}, column {name!r}: every row's inner lists must have width {width}, the "
-                f"module's {'F' if name == 'x' else 'D'} (found another width or nulls: {err}). "
+                f"module's {WIDTH_NAMES[name]} (found another width or nulls: {err}). "
                 "The policy mapping sends agents with other spaces to this module."
             ) from None
     if spec.action_level is not None:

@@ -11,10 +11,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from offline_graph.data.learning.transitions import Transitions, transition_schema
+from offline_graph.data.learning.transitions import LEARNER_COLUMNS, Transitions, transition_schema
 from offline_graph.rllib.offline.reading.base import Reading
 
-KEEP = ("actions", "x", "edge_index", "edge_attr", "node_mask", "edge_mask", "globals", "value_targets")
+KEEP = LEARNER_COLUMNS
 """The columns emitted for the learners (bookkeeping columns such as ``eps_id`` stay here)."""
 
 

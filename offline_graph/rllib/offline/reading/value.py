@@ -18,7 +18,7 @@ import dataclasses
 
 import pyarrow as pa
 
-from offline_graph.data.learning.transitions import transition_schema
+from offline_graph.data.learning.transitions import GRAPH_COLUMNS, transition_schema
 from offline_graph.data.learning.value_runs import (
     MARKER,
     STEP_COLUMNS,
@@ -26,8 +26,6 @@ from offline_graph.data.learning.value_runs import (
     value_runs_to_arrow,
 )
 from offline_graph.rllib.offline.reading.base import BufferedRuns
-
-GRAPH_KEEP = ("x", "edge_index", "edge_attr", "node_mask", "edge_mask")
 
 
 class ValueRuns(BufferedRuns):
@@ -51,5 +49,5 @@ class ValueRuns(BufferedRuns):
         assert self.spec is not None  # noqa: S101
         schema = transition_schema(self.spec)
         fields = [pa.field(n, pa.list_(schema.field(n).type)) for n in STEP_COLUMNS]
-        fields += [pa.field(f.name, pa.list_(f.type)) for f in schema if f.name in GRAPH_KEEP]
+        fields += [pa.field(f.name, pa.list_(f.type)) for f in schema if f.name in GRAPH_COLUMNS]
         return pa.schema(fields + [pa.field(MARKER, pa.int32())]).empty_table()
