@@ -209,6 +209,39 @@ def test_stitch_targets_by_hand():
     assert stitch.targets({"iql-expert": stats["iql-expert"]}, {}) == []  # no bc-expert row: no control
 
 
+def test_channel_rows_differ_only_in_the_graph_level_parts_and_targets_by_hand():
+    """The graph-only rows train the same algorithm with ``model_config["globals"] = False``
+    (``--graph-only``); each target is the gap to the same algorithm on the graph alone."""
+    from offline_graph.cli.experiments import channel
+    from offline_graph.cli.train_config import algo_config
+
+    task, cfg = task_of("channel"), channel.Config(output="out")
+    bc, iql, bc_graph, _ = (runs.train_config(task, cfg, row, "logs", 2) for row in channel.ROWS)
+    assert (bc.env, bc.graph_only, bc_graph.graph_only, iql.algo) == (channel.ENV, False, True, "iql")
+    assert dataclasses.replace(bc_graph, graph_only=False, checkpoint=bc.checkpoint) == bc
+    assert algo_config(bc)[1].get("globals", True) is True
+    assert algo_config(bc_graph)[1]["globals"] is False
+    assert [r.label for r in channel.ROWS] == [
+        "BC, GNN",
+        "IQL, GNN",
+        "BC, GNN, graph only",
+        "IQL, GNN, graph only",
+    ]
+    logs = channel.data(cfg)["logs"]
+    assert (logs.policy, logs.epsilon, logs.episodes, logs.seed) == ("expert", 0.2, 300, 0)
+
+    def st(mean: float, std: float = 0.0) -> dict:
+        return {"mean": mean, "min": mean, "std": std, "scores": [mean, mean]}
+
+    stats = {"bc": st(80.0, 2.0), "bc-graph-only": st(10.0, 2.0), "iql": st(35.0), "iql-graph-only": st(10.0)}
+    got = [(t["what"], t["value"], t["holds"]) for t in channel.targets(stats, {})]
+    assert got == [
+        ("bc - bc-graph-only: mean >= 30", 70.0, True),
+        ("iql - iql-graph-only: mean >= 30", 25.0, False),
+    ]
+    assert channel.targets(stats, {})[0]["se"] == pytest.approx(2.0)  # sqrt(4 / 2 + 4 / 2)
+
+
 def test_command_line_tasks_and_old_names(capsys):
     assert cli.experiment_alias("stitch-experiment", ["--quick"]) == (
         "experiment",

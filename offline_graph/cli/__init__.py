@@ -23,7 +23,7 @@ COMMANDS = {
     "evaluate": "evaluate a saved checkpoint in the env",
     "finetune": "fine-tune a saved checkpoint online with PPO in the env (RLlib's EnvRunners)",
     "bench": "benchmark the graph data path against RLlib's stock padded path",
-    "experiment": "a learning-quality table: --task graph (BC / MARWIL / bag of nodes), team, stitch",
+    "experiment": "a learning-quality table (--task graph, team, stitch, jobshop, channel)",
     "migrate": "migrate padded RLlib Repeated recordings into ragged episode files",
     "ma-experiment": "experiment --task team: BC / MARWIL on Team-v0, per module",
     "stitch-experiment": "experiment --task stitch: BC / MARWIL / IQL / CQL on Stitch-v0 logs",

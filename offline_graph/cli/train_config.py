@@ -80,6 +80,9 @@ class Config:
     gin)."""
     bag_of_nodes: bool = False
     """Ignore edges (per-node layers + pooling): the structure-blind baseline."""
+    graph_only: bool = False
+    """Ignore the graph-level parts of a Dict observation space (model_config globals=False):
+    the baseline that sees the graph alone."""
     frame_stack: int = field(default=1, metadata=bounded(1, hint="1 is one graph per decision."))
     """Stacked frames: the policy at step t sees the graphs of steps t-K+1..t."""
     memory: Literal["gru", "node_gru"] | None = None
@@ -213,6 +216,8 @@ def algo_config(cfg: Config) -> tuple[Any, dict[str, Any]]:
     }
     if cfg.conv is not None:
         model_config["conv"] = cfg.conv
+    if cfg.graph_only:
+        model_config["globals"] = False
     if cfg.frame_stack > 1 or cfg.memory:
         model_config.update(frame_stack=cfg.frame_stack, memory=cfg.memory, max_seq_len=cfg.max_seq_len)
     config: Any = {"bc": BCConfig, "marwil": MARWILConfig, "iql": IQLConfig, "cql": CQLConfig}[cfg.algo]()

@@ -32,6 +32,7 @@ IDENTITY_FIELDS = (
     "layers",
     "conv",
     "bag_of_nodes",
+    "graph_only",
     "frame_stack",
     "memory",
     "max_seq_len",

@@ -1,6 +1,6 @@
 """``offline-graph experiment``'s tables as data: one runner (:mod:`.runner`) and one small
 declared spec per task (a :class:`~offline_graph.cli.experiments.spec.Task` in a module of its
-own: ``graph``, ``team``, ``stitch``, ``jobshop``): its env, options, logged data, rows, trainer,
+own: ``graph``, ``team``, ``stitch``, ``jobshop``, ``channel``): its env, options, logged data, rows, trainer,
 baselines and targets. results.json / results.md / learning_curves.png are written the same way
 for every task whose table is the runner's; ``jobshop`` (gaps per Taillard group) declares its
 own ``run``. A new task is a new module here and a line in :data:`TASKS`."""
@@ -11,7 +11,7 @@ import importlib
 
 from offline_graph.cli.experiments.spec import Task
 
-TASKS = ("graph", "team", "stitch", "jobshop")
+TASKS = ("graph", "team", "stitch", "jobshop", "channel")
 """The tasks of ``offline-graph experiment --task`` (the first is the default)."""
 
 

@@ -147,6 +147,7 @@ def train_rows(
                         "algo": row.algo,
                         "beta": row.beta,
                         "bag_of_nodes": row.bag_of_nodes,
+                        "graph_only": row.graph_only,
                         "runs": module_runs,
                         "stats": row_stats(
                             [r["score"] for r in module_runs], [r["seconds"] for r in module_runs]

@@ -72,12 +72,18 @@ class Row:
     beta: float | None = None
     """MARWIL's or IQL's temperature (None: the algorithm's default)."""
     bag_of_nodes: bool = False
+    graph_only: bool = False
+    """The module ignores the graph-level parts of a Dict observation (``--graph-only``)."""
 
     @property
     def label(self) -> str:
         names = {"bc": "BC", "marwil": "MARWIL", "iql": "IQL", "cql": "CQL"}
         name = names[self.algo] + ("" if self.beta is None else f" beta={self.beta:g}")
-        return name + (", bag of nodes" if self.bag_of_nodes else ", GNN")
+        return (
+            name
+            + (", bag of nodes" if self.bag_of_nodes else ", GNN")
+            + (", graph only" if self.graph_only else "")
+        )
 
 
 @dataclass(frozen=True)
