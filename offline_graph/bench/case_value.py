@@ -98,7 +98,10 @@ def _module(kind: str, spaces: tuple[Any, Any], hidden: int) -> Any:
     from offline_graph.rllib.core.gnn_module import GNNModule
 
     mc: dict[str, Any] = {"hidden": hidden}
-    mc.update({"value_head": True} if kind == "marwil" else {"value_based": kind})
+    if kind == "marwil":
+        mc["value_head"] = True
+    elif kind != "bc":
+        mc["value_based"] = kind
     return RLModuleSpec(
         module_class=GNNModule, observation_space=spaces[0], action_space=spaces[1], model_config=mc
     ).build()
@@ -116,7 +119,11 @@ def _update_fn(kind: str, module: Any, batch: dict[str, Any]) -> Callable[[], No
 
     def step() -> None:
         optim.zero_grad()
-        if kind == "marwil":
+        if kind == "bc":
+            out = module.forward_train(batch)
+            dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+            loss = -dist.logp(batch["actions"]).mean()
+        elif kind == "marwil":
             out = module.forward_train(batch)
             dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
             values = module.compute_values(batch, out[Columns.EMBEDDINGS])

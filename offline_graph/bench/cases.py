@@ -16,7 +16,10 @@ generated data). One module per concern:
 * :mod:`offline_graph.bench.case_value`: ``value`` (IQL / CQL: value-run bytes per trained
   transition and update speed against BC / MARWIL);
 * :mod:`offline_graph.bench.case_ope`: ``ope`` (off-policy evaluation: seconds per 10k logged
-  transitions of WIS, PDIS, FQE and DR).
+  transitions of WIS, PDIS, FQE and DR);
+* :mod:`offline_graph.bench.case_learner`: ``learner`` (``algo.train()`` of BC, MARWIL and IQL
+  against a plain PyTorch loop of the same module, and the per-iteration time that is not
+  the model).
 
 Importing this module imports neither Ray nor torch (the cases import them when they run).
 """
@@ -35,6 +38,7 @@ from offline_graph.bench.case_data_path import (
 )
 from offline_graph.bench.case_gpu import case_gpu
 from offline_graph.bench.case_league import case_league
+from offline_graph.bench.case_learner import case_learner
 from offline_graph.bench.case_memory import case_memory
 from offline_graph.bench.case_ope import case_ope
 from offline_graph.bench.case_sampling import case_sampling
@@ -56,6 +60,7 @@ CASE_FUNCTIONS: dict[str, CaseFunction] = {
     "sampling": case_sampling,
     "value": case_value,
     "ope": case_ope,
+    "learner": case_learner,
 }
 """Case name -> case function, in the order ``offline-graph bench`` runs them."""
 
