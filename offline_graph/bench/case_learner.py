@@ -82,92 +82,106 @@ def _config(kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: 
     return offline_graph.configure(config)
 
 
+PROFILE = (
+    ("forward, loss, backward, optimizer step", "rllib/core/learner/torch/torch_learner.py", "_update"),
+    ("data wait (the learner's Ray Data iterator)", "rllib/utils/minibatch_utils.py", "__iter__"),
+    ("RLlib metrics (MetricsLogger, own time)", "rllib/utils/metrics/", None),
+)
+"""(part, file, function) of the profile: the function's cumulative time, or with no function
+the own time of everything in the file(s); the rest of the iteration is reported as "other"
+(connectors, RLlib's bookkeeping, Ray calls)."""
+
+
 def ours_rates(
     kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, learners: int, iters: int
 ) -> tuple[list[float], float, dict[str, float]]:
     """Transitions/s of ``algo.train()`` per iteration after the first two, the median
-    transitions trained per iteration, and RLlib's own timers of those iterations (median
-    seconds per timer)."""
+    transitions trained per iteration, and (local learner) the share of the profiled
+    iterations' wall time in each :data:`PROFILE` part (cProfile over the same iterations:
+    its own overhead inflates Python-heavy parts; the rates come from unprofiled iterations)."""
+    import cProfile
+    import pstats
+
     algo = _config(kind, spaces, data, updates, batch, learners).build_algo()
     rates: list[float] = []
     trained: list[float] = []
-    timers: dict[str, list[float]] = {}
+    shares: dict[str, float] = {}
     try:
         for it in range(iters + 2):
             t = time.perf_counter()
             result = algo.train()
             seconds = time.perf_counter() - t
-            if it < 2:
-                continue
-            steps = float(result["learners"]["__all_modules__"]["num_env_steps_trained"])
-            rates.append(steps / seconds)
-            trained.append(steps)
-            for name, value in _timers(result).items():
-                timers.setdefault(name, []).append(value)
+            if it >= 2:
+                steps = float(result["learners"]["__all_modules__"]["num_env_steps_trained"])
+                rates.append(steps / seconds)
+                trained.append(steps)
+        if learners == 0:
+            profiler = cProfile.Profile()
+            t = time.perf_counter()
+            profiler.runcall(lambda: [algo.train() for _ in range(iters)])
+            wall = time.perf_counter() - t
+            shares = profile_shares(pstats.Stats(profiler), wall)
     finally:
         algo.stop()
-    return rates, median(trained), {name: median(values) for name, values in timers.items()}
+    return rates, median(trained), shares
 
 
-def _timers(result: dict[str, Any]) -> dict[str, float]:
-    """RLlib's timers of one result (seconds), flattened: ``timers/...`` and the learners'."""
-    out: dict[str, float] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(f"{prefix}/{k}" if prefix else str(k), v)
-        elif isinstance(value, (int, float)) and ("timer" in prefix or prefix.startswith("timers")):
-            out[prefix] = float(value)
-
-    walk("timers", result.get("timers", {}))
-    walk("learners", {k: v for k, v in result.get("learners", {}).items() if isinstance(v, dict)})
+def profile_shares(stats: Any, wall: float) -> dict[str, float]:
+    """Share (%) of ``wall`` seconds in each :data:`PROFILE` part."""
+    table = stats.stats  # {(file, line, function): (cc, nc, own, cumulative, callers)}
+    out = {}
+    for part, path, function in PROFILE:
+        if function is None:
+            seconds = sum(v[2] for k, v in table.items() if path in k[0])
+        else:
+            seconds = max(
+                (v[3] for k, v in table.items() if k[0].endswith(path) and k[2] == function), default=0.0
+            )
+        out[part] = 100.0 * seconds / wall
+    out["other (connectors, RLlib's bookkeeping, Ray calls)"] = max(0.0, 100.0 - sum(out.values()))
     return out
+
+
+def learner_batches(kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int) -> list[Any]:
+    """Learner batches as RLlib's learner receives them: our prelearner (built from the same
+    config) maps the episode rows, ``GraphCollateFn`` collates ``batch`` rows at a time, and
+    RLlib's ``unflatten_dict`` nests them; ``updates`` batches (cycled if the data is short)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.utils import unflatten_dict
+
+    from offline_graph.bench.data import read_items
+    from offline_graph.rllib.offline.collate_fn import GraphCollateFn
+    from offline_graph.rllib.offline.prelearner import GraphOfflinePreLearner
+
+    pre = GraphOfflinePreLearner(config=_config(kind, spaces, data, updates, batch, 0), spaces=spaces)
+    table = pre({"item": np.array(read_items(data), dtype=object)})
+    collate = GraphCollateFn()
+    count = max(1, table.num_rows // batch)
+    out = [unflatten_dict(collate(table.slice(i * batch, batch)))[DEFAULT_MODULE_ID] for i in range(count)]
+    return [out[u % len(out)] for u in range(updates)]
 
 
 def plain_rates(
     kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, repeats: int
 ) -> list[float]:
-    """Transitions/s of the plain loop, one value per ``updates`` updates (after one warm-up
-    chunk)."""
+    """Transitions/s of the plain loop on :func:`learner_batches`, one value per ``updates``
+    updates (after one warm-up pass)."""
     import torch
 
-    from offline_graph.bench.case_value import _module, _tensors, _update_fn
-    from offline_graph.bench.data import read_items
-    from offline_graph.data.episodes.reader import read_transitions, spec_from_spaces
-    from offline_graph.data.learning.transitions import Transitions, table_to_batch
-    from offline_graph.data.learning.value_runs import (
-        collate_value_runs,
-        sample_value_runs,
-        value_runs_to_arrow,
-    )
-    from offline_graph.rllib.algorithms.value_configure import DEFAULT_RUN_LENGTH
-    from offline_graph.rllib.offline.reading import keep_columns
+    from offline_graph.bench.case_value import _module, _update_fn
 
     torch.manual_seed(0)
-    items = read_items(data)
-    trans = Transitions.concat(read_transitions(items, [None] * len(items), spec_from_spaces(*spaces), 0.99))
-    rng = np.random.default_rng(0)
-    batches, counts = [], []
-    for _ in range(8):  # a few distinct batches, cycled: the sizes vary as the data's do
-        if kind == "iql":
-            start, stop = sample_value_runs(trans, rng, batch, DEFAULT_RUN_LENGTH)
-            cols = _tensors(collate_value_runs(value_runs_to_arrow(trans, start, stop)))
-        else:
-            sample = trans.take(rng.integers(0, len(trans), size=batch))
-            cols = _tensors(table_to_batch(sample.to_arrow(columns=keep_columns(sample))))
-        batches.append(cols)
-        counts.append(len(cols["actions"]))
+    batches = learner_batches(kind, spaces, data, updates, batch)
     module = _module(kind, spaces, MODEL["hidden"])
     steps = [_update_fn(kind, module, b) for b in batches]
+    counts = [len(b["actions"]) for b in batches]
     rates = []
     for chunk in range(repeats + 1):
-        t, done = time.perf_counter(), 0
-        for u in range(updates):
-            steps[u % len(steps)]()
-            done += counts[u % len(steps)]
+        t = time.perf_counter()
+        for step in steps:
+            step()
         if chunk:
-            rates.append(done / (time.perf_counter() - t))
+            rates.append(sum(counts) / (time.perf_counter() - t))
     return rates
 
 
@@ -189,10 +203,9 @@ def case_learner(ctx: BenchContext) -> list[Row]:
     for kind, learners in (("bc", 0), ("bc", 1), ("marwil", 0), ("marwil", 1), ("iql", 0)):
         if kind not in plain:
             plain[kind] = plain_rates(kind, spaces, data, updates, batch, max(3, ctx.repeats))
-        ours, per_iter, timers = ours_rates(kind, spaces, data, updates, batch, learners, iters)
+        ours, per_iter, shares = ours_rates(kind, spaces, data, updates, batch, learners, iters)
         overhead = 1000 * (per_iter / median(ours) - per_iter / median(plain[kind]))
         where = "local learner" if learners == 0 else "1 remote learner"
-        top = sorted(timers.items(), key=lambda kv: -kv[1])[:4]
         rows.append(
             Row(
                 "learner",
@@ -202,11 +215,15 @@ def case_learner(ctx: BenchContext) -> list[Row]:
                 plain[kind],
                 f"plain PyTorch loop of the same GNNModule, {updates} updates of B={batch}, 1 torch thread",
                 False,
-                f"not the model: {overhead:.0f} ms per iteration of {updates} updates; "
-                + "RLlib timers (median s): "
-                + ", ".join(f"{k} {v:.3f}" for k, v in top),
+                f"not the model: {overhead:.0f} ms per iteration of {updates} updates",
             )
         )
+        rows += [
+            Row(
+                "learner", f"{kind.upper()} local iteration, profiled: {part}", "%", [share], None, "cProfile"
+            )
+            for part, share in shares.items()
+        ]
         ctx.log(
             f"learner {kind} ({where}): {median(ours):.0f} vs plain {median(plain[kind]):.0f} transitions/s"
         )

@@ -19,7 +19,9 @@ generated data). One module per concern:
   transitions of WIS, PDIS, FQE and DR);
 * :mod:`offline_graph.bench.case_learner`: ``learner`` (``algo.train()`` of BC, MARWIL and IQL
   against a plain PyTorch loop of the same module, and the per-iteration time that is not
-  the model).
+  the model);
+* :mod:`offline_graph.bench.case_inference`: ``inference`` (``evaluate_module`` and
+  ``GraphEnvRunner`` steps/s against a plain batched forward of the same module).
 
 Importing this module imports neither Ray nor torch (the cases import them when they run).
 """
@@ -37,6 +39,7 @@ from offline_graph.bench.case_data_path import (
     case_stream,
 )
 from offline_graph.bench.case_gpu import case_gpu
+from offline_graph.bench.case_inference import case_inference
 from offline_graph.bench.case_league import case_league
 from offline_graph.bench.case_learner import case_learner
 from offline_graph.bench.case_memory import case_memory
@@ -61,6 +64,7 @@ CASE_FUNCTIONS: dict[str, CaseFunction] = {
     "value": case_value,
     "ope": case_ope,
     "learner": case_learner,
+    "inference": case_inference,
 }
 """Case name -> case function, in the order ``offline-graph bench`` runs them."""
 
