@@ -33,6 +33,7 @@ from offline_graph.bench.synthetic import (
     generate,
     payload_bytes,
 )
+from offline_graph.data.errors import ConfigError
 from offline_graph.data.store.format import make_metadata
 
 
@@ -80,8 +81,8 @@ class BenchData:
                 found = json.load(fh)
             if found != want:
                 changed = sorted(k for k in want if found.get(k) != want[k])
-                raise ValueError(
-                    f"bench data in {root}: settings must match the data already there (found "
+                raise ConfigError(
+                    f"bench: --workdir {root}'s data must have been made with these settings (found "
                     f"different {', '.join(changed)}). Use another --workdir or delete it."
                 )
         else:
