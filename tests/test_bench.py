@@ -176,3 +176,25 @@ def test_learner_batch_holds_the_real_payload_and_no_padding(tmp_path):
         f"{batch_ptr / num:.0f} B/transition ({batch_ptr / payload:.3f}x payload), "
         f"actions+value_targets {scalars / num:.0f} B/transition"
     )
+
+
+def test_learner_profile_shares_by_hand():
+    """The profile split of bench ``learner``: a function's cumulative time, a folder's own
+    time summed, the rest as "other"; shares of the wall time (hand-made pstats table)."""
+    from types import SimpleNamespace
+
+    from offline_graph.bench.case_learner import profile_shares
+
+    site = "/x/site-packages/ray/rllib/"
+    stats = SimpleNamespace(
+        stats={  # (file, line, function): (cc, nc, own, cumulative, callers)
+            (site + "core/learner/torch/torch_learner.py", 517, "_update"): (1, 1, 0.1, 6.0, {}),
+            (site + "core/learner/torch/torch_learner.py", 138, "_uncompiled_update"): (1, 1, 0.2, 5.9, {}),
+            (site + "utils/minibatch_utils.py", 217, "__iter__"): (1, 1, 0.1, 1.0, {}),
+            (site + "utils/metrics/metrics_logger.py", 10, "log_value"): (1, 1, 0.3, 0.4, {}),
+            (site + "utils/metrics/stats/base.py", 20, "push"): (1, 1, 0.2, 0.2, {}),
+        }
+    )
+    shares = profile_shares(stats, wall=10.0)
+    assert list(shares.values()) == pytest.approx([60.0, 10.0, 5.0, 25.0])
+    assert list(shares)[-1].startswith("other")
