@@ -229,7 +229,18 @@ def test_record_inspect_convert_train_evaluate_from_the_cli(ray_session, tmp_pat
     argv = ["--env", "offline_graph/Channel-v0", "--policy", "expert", "--epsilon", "0.2"]
     assert record.main([*argv, "--episodes", "60", "--output", logs]) == 0
     assert inspect_data.main([logs]) == 0
-    assert f"spaces                            {text} / node:8 (the file metadata)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"spaces                            {text} / node:8 (the file metadata)" in out
+    assert "graph-level parts G               4 float32 per observation (one row per graph)" in out
+    # bytes: 16 B per node (F=4 float32), 20 B per edge (2 int64 + D=1), G=4 floats (16 B) once
+    from offline_graph.data.analysis.stats import inspect_path
+
+    summary = inspect_path(logs)
+    nodes_edges = summary["bytes_per_transition"] - 16.0
+    assert (
+        summary["globals_dim"] == 4 and summary["padded_box"]["bytes_per_transition"] == 8 * 16 + 7 * 20 + 16
+    )
+    assert 5 * 16 + 4 * 20 <= nodes_edges <= 7 * 16 + 6 * 20  # chains of 4 to 8 nodes (mean 6)
     assert convert.main(["--input", logs, "--output", rows]) == 0
     assert "transitions out: 480 " in capsys.readouterr().out
     argv = ["--algo", "bc", "--data", rows, "--checkpoint", ckpt, "--iterations", "6", "--lr", "3e-3"]

@@ -10,7 +10,6 @@ generated data). One module per concern:
 * :mod:`offline_graph.bench.case_memory`: ``memory`` (peak RSS of a prelearner worker);
 * :mod:`offline_graph.bench.case_league`: ``league`` (peak RSS of a prelearner actor and of a
   learner with 2 vs 32 league modules);
-* :mod:`offline_graph.bench.case_gpu`: ``gpu`` (learner step time on CUDA);
 * :mod:`offline_graph.bench.case_sampling`: ``sampling`` (EnvRunner env steps/s, graphs vs a
   padded Box);
 * :mod:`offline_graph.bench.case_value`: ``value`` (IQL / CQL: value-run bytes per trained
@@ -19,9 +18,9 @@ generated data). One module per concern:
   transitions of WIS, PDIS, FQE and DR);
 * :mod:`offline_graph.bench.case_learner`: ``learner`` (``algo.train()`` of BC, MARWIL and IQL
   against a plain PyTorch loop of the same module, and the per-iteration time that is not
-  the model);
-* :mod:`offline_graph.bench.case_inference`: ``inference`` (``evaluate_module`` and
-  ``GraphEnvRunner`` steps/s against a plain batched forward of the same module).
+  the model) and ``gpu`` (learner step time on CUDA);
+* :mod:`offline_graph.bench.case_sampling` also ``inference`` (``evaluate_module`` and
+  ``GraphEnvRunner`` steps/s against a plain env loop of the same module).
 
 Importing this module imports neither Ray nor torch (the cases import them when they run).
 """
@@ -38,13 +37,11 @@ from offline_graph.bench.case_data_path import (
     case_prelearner,
     case_stream,
 )
-from offline_graph.bench.case_gpu import case_gpu
-from offline_graph.bench.case_inference import case_inference
 from offline_graph.bench.case_league import case_league
-from offline_graph.bench.case_learner import case_learner
+from offline_graph.bench.case_learner import case_gpu, case_learner
 from offline_graph.bench.case_memory import case_memory
 from offline_graph.bench.case_ope import case_ope
-from offline_graph.bench.case_sampling import case_sampling
+from offline_graph.bench.case_sampling import case_inference, case_sampling
 from offline_graph.bench.case_value import case_value
 from offline_graph.bench.harness import BenchContext, Row
 

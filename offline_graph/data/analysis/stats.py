@@ -23,7 +23,7 @@ Two padded layouts are priced per transition (one padded graph each):
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from offline_graph.data.store import storage
 from offline_graph.data.store.files import ScanBuilder, episode_table, list_files, read_episode_table
 from offline_graph.data.store.format import open_with_metadata
 from offline_graph.data.episodes.validation import Episode, EpisodeSpec, validate_episode
+from offline_graph.data.graphs.globals import GlobalsLayout, globals_layout
 
 PERCENTILES = (50, 90, 99)
 
@@ -59,13 +60,16 @@ def episode_files(path: str) -> list[str]:
     return files
 
 
-def spec_from_raw(raw: RawEpisode) -> EpisodeSpec:
-    """The spec a raw episode implies: F and D from its first observation, k from its actions.
+def spec_from_raw(raw: RawEpisode, layout: GlobalsLayout | None = None) -> EpisodeSpec:
+    """The spec a raw episode implies: F and D from its first observation, k from its actions;
+    ``layout``: the graph-level parts of the files' ``Dict`` observation space (their G).
 
     Malformed episodes get a spec anyway (F=0, k=1, ...); :func:`validate_episode` then
     reports what is wrong with them.
     """
     first = raw.observations[0] if len(raw.observations) else None
+    if layout is not None and isinstance(first, dict) and isinstance(first.get(layout.graph_key), dict):
+        first = first[layout.graph_key]  # the Dict's own nesting
     feat, edim = 0, None
     if isinstance(first, dict):
         x = np.asarray(first.get("x"))
@@ -85,7 +89,17 @@ def spec_from_raw(raw: RawEpisode) -> EpisodeSpec:
         num_nodes = int(np.shape(first_x)[0]) if first_x is not None and np.ndim(first_x) else -1
         level = "node" if np.shape(first["action_mask"]) == (num_nodes,) else "edge"
         k = 1 << 40  # the space's limit is unknown here; only per-step ranges are checked
-    return EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=k, action_level=level)
+    spec = EpisodeSpec(num_features=feat, edge_dim=edim, num_actions=k, action_level=level)
+    return spec if layout is None else replace(spec, globals=layout)
+
+
+def metadata_layout(meta: dict[str, Any]) -> GlobalsLayout | None:
+    """The graph-level parts of the observation space the file metadata names (None: a plain
+    graph, or no space recorded)."""
+    from offline_graph.data.graphs.space_text import parse_space
+
+    text = meta.get("observation_space")
+    return globals_layout(parse_space(text, "observation")) if isinstance(text, str) else None
 
 
 @dataclass
@@ -103,6 +117,8 @@ class Collected:
     num_edges: list[np.ndarray] = field(default_factory=list)
     num_features: int | None = None
     edge_dim: int | None = None
+    globals_dim: int = 0
+    """G: the graph-level parts' length per observation (a ``Dict`` space; 0 without)."""
     max_action: int = -1
     action_level: str | None = None
     """"node" / "edge" when the episodes record action masks (selection actions)."""
@@ -157,10 +173,11 @@ def collect(
             scan.add(file, meta, table.schema, items)
         col.files.append(file)
         col.versions.add(int(meta["version"]))
+        layout = metadata_layout(meta)
         for row, item in enumerate(items):
             try:
                 raw = decode_state(item, file=file, row=row)
-                spec = spec_from_raw(raw)
+                spec = spec_from_raw(raw, layout)
                 ep = validate_episode(raw, spec, file=file, row=row)
                 _check_spec(spec, col, where(file=file, row=row, episode_id=ep.id))
             except OfflineGraphError as err:
@@ -172,6 +189,7 @@ def collect(
                 continue
             if col.num_features is None:
                 col.num_features, col.edge_dim = spec.num_features, spec.edge_dim
+                col.globals_dim = 0 if layout is None else layout.dim
             col.add(ep, spec)
     return col
 
@@ -223,11 +241,12 @@ def summarize(col: Collected, n_max: int | None = None) -> dict[str, Any]:
     keep[np.cumsum(lengths + 1) - 1] = False
     feat, edim = int(col.num_features or 0), col.edge_dim
     transitions = int(lengths.sum())
-    real = float(graph_bytes(nodes[keep], edges[keep], feat, edim).sum()) / transitions
+    flat = 4 * col.globals_dim  # graph-level parts: G float32 per observation, in every layout
+    real = float(graph_bytes(nodes[keep], edges[keep], feat, edim).sum()) / transitions + flat
     obs_n_max, obs_e_max = int(nodes.max()), int(edges.max())
     rep_n = obs_n_max if n_max is None else int(n_max)
-    box = box_padded_bytes(obs_n_max, obs_e_max, feat, edim)
-    rep = repeated_padded_bytes(rep_n, feat, edim)
+    box = box_padded_bytes(obs_n_max, obs_e_max, feat, edim) + flat
+    rep = repeated_padded_bytes(rep_n, feat, edim) + flat
     out.update(
         {
             "transitions": transitions,
@@ -241,6 +260,7 @@ def summarize(col: Collected, n_max: int | None = None) -> dict[str, Any]:
             "truncated": col.truncated,
             "num_features": feat,
             "edge_dim": edim,
+            "globals_dim": col.globals_dim,
             "num_actions": col.max_action + 1,
             "action_level": col.action_level,
             "nodes": _percentiles(nodes),
@@ -345,6 +365,10 @@ def format_table(s: dict[str, Any]) -> str:
                 f"{s['num_features']} / {s['edge_dim']} / "
                 f"{s['action_level']} selection with masks (largest action "
                 f"{s['num_actions'] - 1})",
+            )
+        if s.get("globals_dim"):
+            rows.append(
+                ("graph-level parts G", f"{s['globals_dim']} float32 per observation (one row per graph)")
             )
         for name in ("nodes", "edges"):
             p = s[name]
