@@ -220,8 +220,9 @@ def test_record_inspect_convert_train_evaluate_from_the_cli(ray_session, tmp_pat
     Dict space's text, ``inspect`` and ``convert`` carry it, ``train`` learns from the rows (the
     parts decide the action: BC from the converted rows beats a third of 8, the most a
     graph-only policy gets), ``evaluate`` restores the module with its Dict space, estimates its
-    value from the logs (FQE) and ``finetune`` runs PPO on it in the env: commands that share
-    one chain of data, so one test (~10 s)."""
+    value from the logs (FQE) and ``finetune`` runs PPO on it in the env; CQL and a per-node
+    GRU module train from the same rows (the GRU one also beats the graph-only bound):
+    commands that share one chain of data, so one test (~15 s alone)."""
     from offline_graph.cli import convert, evaluate, finetune, inspect_data, record, train
 
     text = "dict:channel=discrete:3;clock=box:1;graph=graph:F=4,D=1"
@@ -260,6 +261,11 @@ def test_record_inspect_convert_train_evaluate_from_the_cli(ray_session, tmp_pat
     argv += ["--updates-per-iteration", "10", "--batch-size", "32", "--hidden", "16", "--eval-episodes", "0"]
     (step,) = train.run(train.parse_args(argv))["history"]
     assert step["module_steps_trained"] > 0 and 0.0 < step["qf_loss"] < math.inf, step
+    # a memory module (per-node GRU) from the same rows: its readout still gets the parts
+    argv = ["--algo", "bc", "--data", rows, "--checkpoint", str(tmp_path / "gru"), "--iterations", "4"]
+    argv += ["--memory", "node_gru", "--lr", "3e-3", "--updates-per-iteration", "20", "--batch-size", "16"]
+    memory = train.run(train.parse_args([*argv, "--hidden", "32", "--eval-episodes", "10"]))
+    assert memory["evaluation"]["module"]["mean_return"] > 8 / 3 + 1.5, memory["evaluation"]
     # OPE from the logs (FQE, gamma 1): the greedy module's value within 1.5 of its env return
     argv = ["--checkpoint", ckpt, "--data", logs, "--method", "fqe", "--gamma", "1.0", "--fqe-epochs", "25"]
     assert evaluate.main([*argv, "--output", str(tmp_path / "ope.json")]) == 0
