@@ -359,9 +359,14 @@ def test_bc_evaluation_return_rises_and_matches_our_evaluator(ray_session):
 
 
 @pytest.mark.slow
-def test_rllib_recorder_writes_episodes_our_tools_read(ray_session, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "env, sizes", [("offline_graph/NextHop-v0", (8, 1)), ("offline_graph/Channel-v0", (4, 1))]
+)
+def test_rllib_recorder_writes_episodes_our_tools_read(ray_session, tmp_path, capsys, env, sizes):
+    """RLlib's recorder on our EnvRunner: node actions with masks (NextHop-v0), and a Dict
+    space whose episodes hold the graph dict with ``globals`` [G], the parts flattened by our
+    connector (Channel-v0): OPE, inspect, convert and training read what RLlib wrote."""
     out = tmp_path / "recorded"
-    env = "offline_graph/NextHop-v0"
     config = runner_config(env, 2).offline_data(output=str(out), output_write_episodes=True)
     runner = configured_runner(config)
     try:
@@ -383,7 +388,7 @@ def test_rllib_recorder_writes_episodes_our_tools_read(ray_session, tmp_path, ca
     assert inspect_data.main([str(runs[0]), "--json"]) == 0  # inspect reads one directory level
     summary = json.loads(capsys.readouterr().out)
     assert (summary["episodes"], summary["transitions"]) == (len(sampled), transitions)
-    assert (summary["num_features"], summary["edge_dim"], summary["episodes_rejected"]) == (8, 1, 0)
+    assert (summary["num_features"], summary["edge_dim"], summary["episodes_rejected"]) == (*sizes, 0)
     rows_dir = tmp_path / "rows"
     assert convert_cli.main(["--input", str(out), "--output", str(rows_dir), "--env", env]) == 0
     assert pq.read_table(sorted(rows_dir.glob("transitions-*.parquet"))).num_rows == transitions

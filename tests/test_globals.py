@@ -214,6 +214,21 @@ def test_a_globals_vector_beside_x_and_inference_that_never_drops_parts():
         infer_spaces([episode(list(OBS))])
 
 
+def test_parts_flattened_already_as_our_env_runner_records_them():
+    """A graph dict with ``globals`` [G] in place of the parts (our EnvRunner's episodes, so
+    RLlib's recorder): taken as it is; a wrong length or a non-number is named with its step."""
+    flat = [{**graph(2, 1), "globals": row} for row in GLOBALS]
+    ep = validate_episode(episode(flat), spec_from_spaces(SPACE, gym.spaces.Discrete(2)))
+    np.testing.assert_array_equal(ep.obs.globals, GLOBALS)
+    short = [flat[0], {**graph(2, 1), "globals": [1.0, 2.0]}, flat[2]]
+    with pytest.raises(
+        GraphValidationError,
+        match=r"step t=1, column 'observations.globals': globals must "
+        r"be 5 finite numbers, the parts \['clock', 'mode'\] flattened \(found 2 values\)",
+    ):
+        validate_episode(episode(short), spec_from_spaces(SPACE, gym.spaces.Discrete(2)))
+
+
 @pytest.mark.slow
 def test_record_inspect_convert_train_evaluate_from_the_cli(ray_session, tmp_path, capsys):
     """The commands on a Dict env's data: ``record`` writes the parts beside each graph and the

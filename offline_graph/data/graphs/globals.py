@@ -9,10 +9,11 @@ entries (``Box`` of any shape, ``Discrete``, ``MultiBinary``)::
 An observation is the Dict's own nesting, ``{"graph": <graph dict or GraphInstance>, "clock":
 [2] floats, "mode": an int}``, or the graph dict itself with the flat parts as extra keys
 (``{"x", "edge_index", ..., "clock", "mode"}``; part names must then differ from the graph
-keys). The flat parts become ``globals``: ``gymnasium.spaces.flatten`` of them in the Dict's key
-order (a ``Box`` raveled, a ``Discrete`` one-hot, as RLlib's encoders take them), float32
-``[G]`` with ``G = flatdim``. In a learner batch ``globals`` is ``[B, G]``: one row per graph,
-never repeated per node.
+keys), or that graph dict with ``globals`` [G], the parts flattened already (how our
+EnvRunner's episodes hold them, and so what RLlib's recorder writes). The flat parts become
+``globals``: ``gymnasium.spaces.flatten`` of them in the Dict's key order (a ``Box`` raveled,
+a ``Discrete`` one-hot, as RLlib's encoders take them), float32 ``[G]`` with ``G = flatdim``.
+In a learner batch ``globals`` is ``[B, G]``: one row per graph, never repeated per node.
 """
 
 from __future__ import annotations
@@ -132,12 +133,31 @@ def split_observation(obs: Any, layout: GlobalsLayout) -> tuple[Any, np.ndarray]
     if not nested and "x" not in obs:
         key, found = layout.graph_key, sorted(map(str, obs))
         raise PartError(key, f"observation must have the key {key!r} (found {found})")
+    if not nested and "globals" in obs and not any(key in obs for key, _ in layout.parts):
+        return graph, _flat_globals(obs["globals"], layout)  # the parts flattened already
     values = []
     for key, space in layout.parts:
         if key not in obs:
             raise PartError(key, f"observation must have the key {key!r} (found {sorted(map(str, obs))})")
         values.append(flat_part(obs[key], key, space))
     return graph, (np.concatenate(values) if values else np.zeros(0, np.float32))
+
+
+def _flat_globals(value: Any, layout: GlobalsLayout) -> np.ndarray:
+    """A ``globals`` vector given in place of the parts (how our EnvRunner's episodes, and so
+    RLlib's recorder, hold them): ``G`` finite numbers."""
+    try:
+        arr = np.asarray(value, dtype=np.float32).reshape(-1)
+    except (ValueError, TypeError):
+        arr = np.asarray([np.nan], np.float32)  # not numbers: refused below
+    if arr.size != layout.dim or not np.isfinite(arr).all():
+        found = f"{arr.size} values" if np.isfinite(arr).all() else "values that are not finite numbers"
+        raise PartError(
+            "globals",
+            f"globals must be {layout.dim} finite numbers, the parts {[k for k, _ in layout.parts]} "
+            f"flattened (found {found})",
+        )
+    return arr
 
 
 def flat_part(value: Any, key: str, space: gym.Space) -> np.ndarray:
