@@ -149,13 +149,20 @@ class GraphObservationsToDicts(ConnectorV2):
         **kwargs: Any,
     ) -> Any:
         spaces, action_spaces = input_spaces(self, rl_module)
+        known: dict[int, tuple[int | None, GlobalsLayout | None]] = {}  # per space, this call
         for episode in self.single_agent_episode_iterator(episodes):
             space = agent_space(spaces, episode)
             level = selection_level(agent_space(action_spaces, episode))
             obs = episode.get_observations(-1)
             infos = episode.get_infos(-1)
             mask_key = self.mask_key if level else None
-            new = as_graph_dict(obs, infos, _edge_dim(space, obs), mask_key, dict_layout(space))
+            fixed = isinstance(space, (gym.spaces.Graph, gym.spaces.Dict))  # else D per observation
+            if not fixed or id(space) not in known:
+                facts = (_edge_dim(space, obs), dict_layout(space))
+                if fixed:
+                    known[id(space)] = facts
+            edge_dim, layout = known[id(space)] if fixed else facts
+            new = as_graph_dict(obs, infos, edge_dim, mask_key, layout)
             if new is not obs:
                 episode.set_observations(at_indices=-1, new_data=new)
         return batch
