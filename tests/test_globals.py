@@ -214,6 +214,33 @@ def test_a_globals_vector_beside_x_and_inference_that_never_drops_parts():
         infer_spaces([episode(list(OBS))])
 
 
+def test_multibinary_and_box_parts_of_any_shape():
+    """``MultiBinary(3)`` flattened as its 0/1 values and a ``Box(2x2)`` raveled row-major,
+    in the Dict's sorted key order (``bits`` before ``grid``); a 2 in the bits is named."""
+    space = gym.spaces.Dict(
+        {
+            "g": offline_graph.graph_space(3),
+            "grid": gym.spaces.Box(-5, 5, (2, 2)),
+            "bits": gym.spaces.MultiBinary(3),
+        }
+    )
+    obs = [
+        {**graph(2, 1), "grid": [[1, 2], [3, 4]], "bits": [1, 0, 1]},
+        {**graph(1, 0), "grid": np.eye(2), "bits": (0, 0, 1)},
+    ]
+    for o in obs:
+        del o["edge_attr"]
+    spec = spec_from_spaces(space, gym.spaces.Discrete(2))
+    ep = validate_episode(RawEpisode("m", obs, [0], [1.0], True, False, 0), spec)
+    np.testing.assert_array_equal(ep.obs.globals, [[1, 0, 1, 1, 2, 3, 4], [0, 0, 1, 1, 0, 0, 1]])
+    obs[1]["bits"] = [0, 2, 1]
+    with pytest.raises(
+        GraphValidationError,
+        match=r"step t=1, column 'observations.bits': bits must be 0s and 1s \(found \[2.0\]\)",
+    ):
+        validate_episode(RawEpisode("m", obs, [0], [1.0], True, False, 0), spec)
+
+
 def test_parts_flattened_already_as_our_env_runner_records_them():
     """A graph dict with ``globals`` [G] in place of the parts (our EnvRunner's episodes, so
     RLlib's recorder): taken as it is; a wrong length or a non-number is named with its step."""

@@ -181,6 +181,8 @@ def flat_part(value: Any, key: str, space: gym.Space) -> np.ndarray:
     out = arr.astype(np.float32).reshape(-1)
     if not np.isfinite(out).all():
         raise PartError(key, f"{key} must be finite (found {out[~np.isfinite(out)][:3].tolist()})")
+    if isinstance(space, gym.spaces.MultiBinary) and not np.isin(out, (0.0, 1.0)).all():
+        raise PartError(key, f"{key} must be 0s and 1s (found {out[~np.isin(out, (0.0, 1.0))][:3].tolist()})")
     return out
 
 
