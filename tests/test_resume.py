@@ -45,6 +45,25 @@ def test_resume_refuses_another_model_or_algorithm_naming_the_differences(tmp_pa
         resume_point(config(tmp_path, iterations=4), identity(first, spaces))
 
 
+def test_a_checkpoint_saved_before_graph_only_existed_resumes(tmp_path: Path) -> None:
+    """progress.json from before ``--graph-only``: the missing field had its default (False),
+    so the same flags resume and ``--graph-only`` is named as a change."""
+    import json
+
+    spaces = {"observation_space": "graph:F=16,D=2", "action_space": "discrete:4"}
+    first = config(tmp_path, iterations=10)
+    ident = identity(first, spaces)
+    save_progress(
+        Saver(), first, 4, [{"iteration": 1}], {k: v for k, v in ident.items() if k != "graph_only"}
+    )
+    saved = json.loads((tmp_path / "progress.json").read_text())
+    assert "graph_only" not in saved["identity"] and "graph_only" in ident
+    assert resume_point(config(tmp_path, iterations=10), ident) == (4, [{"iteration": 1}])
+    blind = config(tmp_path, iterations=10, graph_only=True)
+    with pytest.raises(ConfigError, match=r"graph_only: False -> True"):
+        resume_point(blind, identity(blind, spaces))
+
+
 def test_resume_without_saved_progress_says_how_to_get_it(tmp_path: Path) -> None:
     cfg = config(tmp_path, iterations=3)
     with pytest.raises(ConfigError, match="started with --checkpoint-every K"):

@@ -18,6 +18,7 @@ sampled before the kill is not saved).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -40,6 +41,8 @@ IDENTITY_FIELDS = (
     "num_learners",
 )
 """The settings a resumed run must share with the run it continues."""
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(Config)}
+"""Each field's default: what a checkpoint saved before the field existed had."""
 
 
 def identity(cfg: Config, spaces: dict[str, str]) -> dict[str, Any]:
@@ -76,11 +79,9 @@ def resume_point(cfg: Config, ident: dict[str, Any]) -> tuple[int, list[dict]]:
             "started with --checkpoint-every K and the same --checkpoint."
         )
     saved = json.loads(storage.read_bytes(path))
-    diffs = [
-        f"{key}: {saved['identity'].get(key)!r} -> {value!r}"
-        for key, value in ident.items()
-        if saved["identity"].get(key) != value
-    ]
+    # a field added since the checkpoint was saved (e.g. graph_only) had its default then
+    was = {key: saved["identity"].get(key, DEFAULTS.get(key)) for key in ident}
+    diffs = [f"{key}: {was[key]!r} -> {value!r}" for key, value in ident.items() if was[key] != value]
     if diffs:
         raise ConfigError(
             f"train --resume: algorithm, spaces and model must match the checkpoint's (found "
