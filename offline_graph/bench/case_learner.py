@@ -42,21 +42,11 @@ def learner_data(ctx: BenchContext) -> str:
     expert episodes recorded into the work directory (120 episodes, seed 0)."""
     if os.path.isdir(SHIPPED):
         return os.path.abspath(SHIPPED)
-    from offline_graph.jobs.recording import plan_jobs, record
+    from offline_graph.bench.experiments.results import record_episodes
 
     out = os.path.join(ctx.data.root, "learner_expert")
     if not os.path.isdir(out):
-        jobs = plan_jobs(
-            env="offline_graph/Graph-v0",
-            env_config=None,
-            policy="expert",
-            epsilon=0.0,
-            seed=0,
-            episodes=120,
-            episodes_per_file=60,
-            output=out,
-        )
-        list(record(jobs, workers=1, show_progress=False))
+        record_episodes(out, "expert", 0.0, 120, 0, env="offline_graph/Graph-v0", episodes_per_file=60)
     return out
 
 

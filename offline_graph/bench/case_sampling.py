@@ -148,7 +148,7 @@ def plain_loop_rate(module: Any, edge_dim: int | None, steps: int, repeats: int)
 
     envs = [gym.make(INFERENCE_ENV) for _ in range(INFERENCE_ENVS)]
     obs = [env.reset(seed=i) for i, env in enumerate(envs)]
-    rates, forward = [], 0.0
+    rates: list[float] = []
     with torch.no_grad():
         for rep in range(repeats + 1):
             t, forward = time.perf_counter(), 0.0
@@ -168,7 +168,7 @@ def plain_loop_rate(module: Any, edge_dim: int | None, steps: int, repeats: int)
 
 
 def case_inference(ctx: BenchContext) -> list[Row]:
-    """evaluate_module and GraphEnvRunner steps/s against the plain batched forward."""
+    """evaluate_module and GraphEnvRunner steps/s against the plain env loop."""
     import gymnasium as gym
     import torch
     from ray.rllib.algorithms.ppo import PPOConfig

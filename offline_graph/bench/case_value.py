@@ -119,15 +119,13 @@ def _update_fn(kind: str, module: Any, batch: dict[str, Any]) -> Callable[[], No
 
     def step() -> None:
         optim.zero_grad()
-        if kind == "bc":
+        if kind in ("bc", "marwil"):
             out = module.forward_train(batch)
             dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
             loss = -dist.logp(batch["actions"]).mean()
-        elif kind == "marwil":
-            out = module.forward_train(batch)
-            dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
-            values = module.compute_values(batch, out[Columns.EMBEDDINGS])
-            loss = -dist.logp(batch["actions"]).mean() + (values - batch["value_targets"]).pow(2).mean()
+            if kind == "marwil":  # + the value head's squared error
+                values = module.compute_values(batch, out[Columns.EMBEDDINGS])
+                loss = loss + (values - batch["value_targets"]).pow(2).mean()
         elif kind == "iql":
             out = value_train_outputs(module, batch)
             dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])

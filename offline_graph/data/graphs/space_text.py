@@ -213,10 +213,9 @@ def infer_spaces(episodes: Iterable[RawEpisode], where: str = "data") -> tuple[g
     largest = {"action": -1, "node": 0, "edge": 0}
     for raw in episodes:
         for obs in raw.observations:
-            if not isinstance(obs, dict) or "x" not in obs:
-                _refuse_parts(obs, where, raw.id)
-                continue
             _refuse_parts(obs, where, raw.id)
+            if not isinstance(obs, dict) or "x" not in obs:
+                continue
             x = np.asarray(obs["x"])
             n = int(x.shape[0]) if x.ndim == 2 else 0
             e = int(np.shape(obs.get("edge_index", np.zeros((2, 0))))[-1])

@@ -49,12 +49,11 @@ from offline_graph.data.learning.returns import discounted_returns
 from offline_graph.data.episodes.validation import Episode, EpisodeSpec
 
 GRAPH_COLUMNS = tuple(BATCHING_RULES)
+"""An observation's columns in the row layout (``edge_attr``, the masks and ``globals`` where
+the spec has them), in storage order."""
 FINAL = "final_"
 FINAL_COLUMNS = tuple(FINAL + k for k in GRAPH_COLUMNS)
 """The final observation's columns (module doc), in storage order."""
-GRAPH_COLUMNS = ("x", "edge_index", "edge_attr", "node_mask", "edge_mask", "globals")
-"""An observation's columns in the row layout (``edge_attr``, the masks and ``globals`` where
-the spec has them)."""
 LEARNER_COLUMNS = ("actions", *GRAPH_COLUMNS, "value_targets")
 """The columns the prelearner emits for the learners (bookkeeping columns stay behind)."""
 # Columns the BC / MARWIL losses never read; dropped on the way to the learner.

@@ -157,12 +157,12 @@ class GraphObservationsToDicts(ConnectorV2):
             infos = episode.get_infos(-1)
             mask_key = self.mask_key if level else None
             fixed = isinstance(space, (gym.spaces.Graph, gym.spaces.Dict))  # else D per observation
-            if not fixed or id(space) not in known:
+            facts = known.get(id(space)) if fixed else None
+            if facts is None:
                 facts = (_edge_dim(space, obs), dict_layout(space))
                 if fixed:
                     known[id(space)] = facts
-            edge_dim, layout = known[id(space)] if fixed else facts
-            new = as_graph_dict(obs, infos, edge_dim, mask_key, layout)
+            new = as_graph_dict(obs, infos, facts[0], mask_key, facts[1])
             if new is not obs:
                 episode.set_observations(at_indices=-1, new_data=new)
         return batch
