@@ -87,6 +87,50 @@ def test_quick_jobshop_learning(tmp_path):
     )
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["jobshop_gantt.png", "jobshop_gaps.png"]
 
+    from offline_graph.bench.jobshop import validation_instances
+
+    # the selection set: 2 held-out generated 8x6 instances, bounds and ratios recomputed here
+    val = run["validation"]["sizes"]
+    assert list(val) == ["8x6"] and len(val["8x6"]["makespans"]) == 2
+    for (d, m), bound, span in zip(
+        validation_instances([(8, 6)], 2)["8x6"], val["8x6"]["lower_bounds"], val["8x6"]["makespans"]
+    ):
+        assert bound == max(d.sum(axis=1).max(), max(d[m == k].sum() for k in range(6))) <= span
+    ratio = np.mean(np.divide(val["8x6"]["makespans"], val["8x6"]["lower_bounds"]))
+    assert run["validation"]["score"] == pytest.approx(ratio) and ratio >= 1.0
+    sel = result["selected"]
+    assert (sel["label"], sel["seed"], sel["compared"], sel["sizes"]) == ("bc+x", 0, 1, ["8x6"])
+    assert sel["taillard"]["15x15"] == pytest.approx(100 * ta01["mean_gap"])
+    assert result["validation"]["rules"]["mwkr"]["score"] >= 1.0
+    assert "Selected: bc+x seed 0" in result["table"] and "| selected: BC+X seed 0 |" in result["table"]
+
+
+def _scored(algo, seed, score, sizes=("20x20",), gap=0.3):
+    return {
+        "algo": algo,
+        "seed": seed,
+        "validation": {"sizes": {s: {"makespans": [1, 1]} for s in sizes}, "score": score},
+        "taillard": {"15x15": {"mean_gap": gap}},
+    }
+
+
+def test_selected_is_the_lowest_validation_score_of_the_common_set():
+    """The selected run is the lowest score among runs validated on the same set (the set most
+    runs share); a run scored on another set, even lower, and an unscored run are not picked."""
+    from offline_graph.bench.experiments.jobshop_report import selected
+
+    runs = [
+        _scored("bc", 0, 1.30),
+        _scored("cql", 1, 1.21, gap=0.19),
+        _scored("cql", 2, 1.25),
+        _scored("iql", 0, 1.01, sizes=("50x20",)),
+        {"algo": "marwil", "seed": 0, "taillard": {}},
+    ]
+    sel = selected({"runs": runs})
+    assert (sel["run"], sel["label"], sel["seed"], sel["compared"]) == (1, "cql", 1, 3)
+    assert sel["taillard"] == {"15x15": pytest.approx(19.0)} and sel["instances"] == 2
+    assert selected({"runs": runs[4:]}) is None
+
 
 def test_extra_features_are_the_left_shift_starts():
     """JobShopConfig(extra_features=True): column 7 of a candidate is the start the env gives

@@ -50,11 +50,12 @@ from offline_graph.bench.experiments.jobshop_report import (
     PUBLISHED_COLUMNS,
     merge,
     save_plots,
+    selected,
     summarize,
     table,
 )
 from offline_graph.bench.jobshop_train import record_logs, train
-from offline_graph.env.jobshop_instances import TAILLARD_GROUPS, generate_instance
+from offline_graph.env.jobshop_instances import TAILLARD_GROUPS, generate_instance, makespan_lower_bound
 from offline_graph.rllib.core.ray_session import quiet_ray_data
 
 QUICK = {
@@ -76,7 +77,13 @@ QUICK = {
     "generated": 4,
     "time_100x20": False,
     "extra_features": True,
+    "validate": ["8x6"],
+    "validate_instances": 2,
 }
+
+VALIDATION_SEED = 20_261_128
+"""Seed of the held-out generated instances the selected policy is chosen on (``--validate``);
+each size draws from its own stream, so a size's instances do not depend on the other sizes."""
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -95,7 +102,31 @@ def resolve(args: Any) -> Any:
     if args.groups == ["all"]:
         args.groups = list(TAILLARD_GROUPS)
     args.sizes = [_size(s) if isinstance(s, str) else s for s in args.sizes]
+    args.validate = [_size(s) if isinstance(s, str) else s for s in getattr(args, "validate", [])]
     return args
+
+
+def validation_instances(sizes: list[tuple[int, int]], count: int) -> dict[str, list[Any]]:
+    """``{"JxM": [(durations, machines), ...]}``: ``count`` generated instances per size, from
+    :data:`VALIDATION_SEED` (never a training log's instance, never Taillard's)."""
+    out = {}
+    for j, m in sizes:
+        rng = np.random.default_rng([VALIDATION_SEED, j, m])
+        out[f"{j}x{m}"] = [generate_instance(j, m, rng) for _ in range(count)]
+    return out
+
+
+def validate(chooser: Any, instances: dict[str, list[Any]], env_options: dict[str, Any]) -> dict[str, Any]:
+    """Greedy schedules of ``chooser`` on the validation instances: per size the makespans,
+    the lower bounds (:func:`makespan_lower_bound`) and ``mean_ratio`` (mean makespan / bound);
+    ``score`` is the mean of the sizes' ratios (lower is better)."""
+    sizes = {}
+    for size, group in instances.items():
+        spans = [r["makespan"] for r in generated_rollouts(chooser, group, env_options)]
+        bounds = [makespan_lower_bound(d, m) for d, m in group]
+        ratio = float(np.mean([s / b for s, b in zip(spans, bounds)]))
+        sizes[size] = {"makespans": spans, "lower_bounds": bounds, "mean_ratio": ratio}
+    return {"sizes": sizes, "score": float(np.mean([v["mean_ratio"] for v in sizes.values()]))}
 
 
 def _keep_first(store: dict[str, Any]) -> Callable[[str, dict[str, Any]], None]:
@@ -164,11 +195,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         held_out = [generate_instance(J, M, rng) for _ in range(args.generated)]
         random_rolled = generated_rollouts(policy_chooser("random", 1), held_out, env_options)
         random_spans = [r["makespan"] for r in random_rolled]
-        rules = {}
+        rules, checks = {}, validation_instances(args.validate, args.validate_instances)
+        rules_validation = {}
         for rule in args.rules:
             rules[rule] = taillard_gaps(policy_chooser(rule), args.groups, args.per_group, None, env_options)
             for r in rules[rule].values():
                 r.pop("seconds")
+            if checks:
+                rules_validation[rule] = validate(policy_chooser(rule), checks, env_options)
         if not ray.is_initialized():
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         quiet_ray_data()
@@ -196,6 +230,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "mean_makespan": float(np.mean(spans)),
                     "random_mean_makespan": float(np.mean(random_spans)),
                 }
+                if checks:
+                    facts["validation"] = validate(chooser, checks, env_options)
                 facts["schedule"] = {}
                 facts["taillard"] = taillard_gaps(
                     chooser, args.groups, args.per_group, _keep_first(facts["schedule"]), env_options
@@ -207,6 +243,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(
                     f"{algo} seed {seed}: trained {facts['train_seconds']:.0f} s; generated {J}x{M} "
                     f"makespan {np.mean(spans):.1f} (random {np.mean(random_spans):.1f}); "
+                    + (f"validation {facts['validation']['score']:.3f}; " if checks else "")
                     + ", ".join(f"{g} {100 * v['mean_gap']:.1f}%" for g, v in facts["taillard"].items()),
                     flush=True,
                 )
@@ -224,9 +261,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rules": rules,
         "published": {g: dict(zip(PUBLISHED_COLUMNS, v)) for g, v in PUBLISHED.items()},
         "timing_100x20": timing,
+        "validation": {
+            "sizes": list(checks),
+            "instances": args.validate_instances,
+            "seed": VALIDATION_SEED,
+            "rules": rules_validation,
+        },
         "seconds": time.perf_counter() - t_start,
     }
     result["summary"] = summarize(runs, list(args.groups))
+    result["selected"] = selected(result)
     result["table"] = table(result)
     return result
 

@@ -158,6 +158,15 @@ def generate_instance(
     return durations, machines
 
 
+def makespan_lower_bound(durations: np.ndarray, machines: np.ndarray) -> int:
+    """The longest job or the busiest machine, whichever is larger: no schedule of the instance
+    ``(durations, machines)`` ends sooner (the score of held-out generated instances, which
+    have no known upper bound)."""
+    durations, machines = np.asarray(durations), np.asarray(machines)
+    loads = np.bincount(machines.ravel(), weights=durations.ravel())
+    return int(max(durations.sum(axis=1).max(), loads.max()))
+
+
 def check_instance(where: str, durations: Any, machines: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(durations, machines)`` as int64 ``[J, M]`` arrays, checked: same shape, ``J, M >= 1``,
     integer durations ``>= 1``, every row of ``machines`` a permutation of ``0..M-1``."""

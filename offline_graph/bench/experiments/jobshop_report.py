@@ -52,11 +52,56 @@ def summarize(runs: list[dict[str, Any]], groups: list[str]) -> dict[str, dict[s
     }
 
 
+def selected(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The run chosen without Taillard: the lowest validation score (mean makespan / lower bound
+    on held-out generated instances, ``run["validation"]``) among the runs scored on the same
+    validation set (sizes and instance count; the set most runs share). ``None``: no run
+    was validated."""
+    sets: dict[tuple[tuple[str, int], ...], list[int]] = {}
+    for i, run in enumerate(result["runs"]):
+        if run.get("validation"):
+            key = tuple((size, len(c["makespans"])) for size, c in run["validation"]["sizes"].items())
+            sets.setdefault(key, []).append(i)
+    if not sets:
+        return None
+    key, indices = max(sets.items(), key=lambda item: len(item[1]))
+    best = min(indices, key=lambda i: result["runs"][i]["validation"]["score"])
+    run = result["runs"][best]
+    return {
+        "run": best,
+        "label": run.get("label", run["algo"]),
+        "seed": run["seed"],
+        "score": run["validation"]["score"],
+        "sizes": [size for size, _ in key],
+        "instances": key[0][1],
+        "compared": len(indices),
+        "taillard": {g: 100.0 * c["mean_gap"] for g, c in run["taillard"].items()},
+    }
+
+
+def _selection_line(result: dict[str, Any]) -> str:
+    """The sentence under the table that says how the selected column was chosen."""
+    sel = result.get("selected")
+    if not sel:
+        return ""
+    rules = result.get("validation", {}).get("rules", {})
+    ref = "; the rules: " + ", ".join(f"{r} {v['score']:.3f}" for r, v in rules.items()) if rules else ""
+    return (
+        f"\nSelected: {sel['label']} seed {sel['seed']}, the lowest of {sel['compared']} runs' mean "
+        f"makespan / lower bound on {sel['instances']} held-out generated instances of each of "
+        f"{', '.join(sel['sizes'])} ({sel['score']:.3f}{ref}); chosen without Taillard's instances."
+    )
+
+
 def table(result: dict[str, Any]) -> str:
-    """Markdown: group | ours (mean / min over seeds, and how many) | rules measured here | L2D."""
+    """Markdown: group | ours (mean / min over seeds, and how many) | the run selected on
+    held-out generated instances (:func:`selected`) | rules measured here | L2D."""
     algos = list(result["summary"])
     rules = list(result["rules"])
+    sel = result.get("selected")
     head = [f"{a.upper()} mean / min" for a in algos] + [f"{r.upper()} (ours)" for r in rules]
+    if sel:
+        head.insert(len(algos), f"selected: {sel['label'].upper()} seed {sel['seed']}")
     lines = ["| group | " + " | ".join(head) + " | L2D (published) |", "|---" * (len(head) + 2) + "|"]
     for group in result["groups"]:
         cells = []
@@ -64,11 +109,13 @@ def table(result: dict[str, Any]) -> str:
             c = result["summary"][a].get(group)
             seeds = "" if not c or c["seeds"] == 3 else f" ({c['seeds']:.0f} seed{'s' * (c['seeds'] > 1)})"
             cells.append(f"{c['mean']:.1f}% / {c['min']:.1f}%{seeds}" if c else "-")
+        if sel:
+            cells.append(f"{sel['taillard'][group]:.1f}%" if group in sel["taillard"] else "-")
         for r in rules:
             g = result["rules"][r].get(group)
             cells.append(f"{100 * g['mean_gap']:.1f}%" if g else "-")
         lines.append(f"| {group} | " + " | ".join(cells) + f" | {PUBLISHED[group][4]:.1f}% |")
-    return "\n".join(lines)
+    return "\n".join(lines) + _selection_line(result)
 
 
 def merge(paths: list[str]) -> dict[str, Any]:
@@ -98,8 +145,10 @@ def merge(paths: list[str]) -> dict[str, Any]:
         "rules": rules,
         "published": parts[0]["published"],
         "timing_100x20": next((p["timing_100x20"] for p in parts if p.get("timing_100x20")), None),
+        "validation": next((p["validation"] for p in parts if p.get("validation", {}).get("sizes")), {}),
     }
     result["summary"] = summarize(result["runs"], groups)
+    result["selected"] = selected(result)
     result["table"] = table(result)
     return result
 
@@ -187,10 +236,16 @@ def best_label(result: dict[str, Any]) -> str:
 
 
 def gantt_of(result: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
-    """The schedule drawn: the first run of :func:`best_label` with a Taillard schedule
-    (``run["schedule"]``), else its first held-out generated instance."""
-    label = best_label(result)
-    runs = [r for r in result["runs"] if r.get("label", r["algo"]) == label]
+    """The schedule drawn: the selected run's (:func:`selected`), else the first run of
+    :func:`best_label` with a Taillard schedule (``run["schedule"]``), else its first held-out
+    generated instance."""
+    sel = result.get("selected")
+    label = sel["label"] if sel else best_label(result)
+    runs = (
+        [result["runs"][sel["run"]]]
+        if sel
+        else [r for r in result["runs"] if r.get("label", r["algo"]) == label]
+    )
     run = next((r for r in runs if r.get("schedule")), runs[0])
     if run.get("schedule"):
         name = run["schedule"]["instance"]

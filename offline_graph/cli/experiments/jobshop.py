@@ -74,6 +74,12 @@ class Config:
     """Dispatching rules measured in the env (none: no rule columns)."""
     generated: int = 10
     """Held-out generated instances (the trained policy against the random one)."""
+    validate: list[str] = field(default_factory=list)
+    """Sizes JxM of held-out generated instances every trained run (and rule) is also scored on:
+    mean makespan / lower bound; the lowest is the table's selected policy, chosen without
+    Taillard's instances (none: no selection)."""
+    validate_instances: int = field(default=5, metadata=bounded(1, hint="Score on at least one instance."))
+    """Generated instances per --validate size."""
     time_100x20: bool = False
     """Profile one greedy schedule of ta71 (100x20)."""
     merge: list[str] | None = None
@@ -84,10 +90,11 @@ class Config:
 
 def check(cfg: Config) -> None:
     """Sizes are JxM, groups Taillard's, rules the env's."""
-    for size in cfg.sizes:
-        parts = size.lower().split("x")
-        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise bad_value("experiment --task jobshop", cfg, "sizes", "JxM sizes", "For example 10x10.")
+    for name in ("sizes", "validate"):
+        for size in getattr(cfg, name):
+            parts = size.lower().split("x")
+            if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+                raise bad_value("experiment --task jobshop", cfg, name, "JxM sizes", "For example 10x10.")
     if cfg.groups != ["all"] and not set(cfg.groups) <= set(TAILLARD_GROUPS):
         raise bad_value(
             "experiment --task jobshop", cfg, "groups", f"among {list(TAILLARD_GROUPS)} or all", "J x M."
