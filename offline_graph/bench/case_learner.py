@@ -15,6 +15,11 @@ the same ``GNNModule`` on the same kind of collated batches, at the same torch t
   Polyak step: the loop is the lower bound).
 * **overhead**: per iteration, the time that is not the model: ``U * B / ours - U * B / plain``
   in milliseconds, the number that decides a GPU learner (where the model's share shrinks).
+* **CUDA** (only with ``torch.cuda.is_available()``, else one row saying skipped): BC with the
+  local learner on the GPU (``num_gpus_per_learner=1``) against the same plain loop on CUDA (its
+  batches moved there beforehand), ``U`` updates at ``B`` and at 4096, transitions/s and the
+  same overhead; on the bench's synthetic Graph-v0-shaped episodes (the shipped 3,804
+  transitions hold no batch of 4096), profiling off.
 
 Bench case ``gpu`` (here too, the learner's speed): GNNModule learner step time on CUDA and the
 share spent waiting for data; skipped (one row saying so) without CUDA.
@@ -50,7 +55,9 @@ def learner_data(ctx: BenchContext) -> str:
     return out
 
 
-def _config(kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, learners: int) -> Any:
+def _config(
+    kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, learners: int, gpus: int = 0
+) -> Any:
     from ray.rllib.algorithms.bc import BCConfig
     from ray.rllib.algorithms.iql import IQLConfig
     from ray.rllib.algorithms.marwil import MARWILConfig
@@ -68,7 +75,7 @@ def _config(kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: 
         .environment(observation_space=spaces[0], action_space=spaces[1])
         .offline_data(input_=[data], input_read_episodes=True, dataset_num_iters_per_learner=updates)
         .training(**training)
-        .learners(num_learners=learners)
+        .learners(num_learners=learners, num_gpus_per_learner=gpus)
         .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config=dict(MODEL)))
         .debugging(seed=0)
     )
@@ -86,16 +93,24 @@ the own time of everything in the file(s); the rest of the iteration is reported
 
 
 def ours_rates(
-    kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, learners: int, iters: int
+    kind: str,
+    spaces: tuple[Any, Any],
+    data: str,
+    updates: int,
+    batch: int,
+    learners: int,
+    iters: int,
+    gpus: int = 0,
 ) -> tuple[list[float], float, dict[str, float]]:
     """Transitions/s of ``algo.train()`` per iteration after the first two, the median
     transitions trained per iteration, and (local learner) the share of the profiled
     iterations' wall time in each :data:`PROFILE` part (cProfile over the same iterations:
-    its own overhead inflates Python-heavy parts; the rates come from unprofiled iterations)."""
+    its own overhead inflates Python-heavy parts; the rates come from unprofiled iterations;
+    not with ``gpus``: ``num_gpus_per_learner``)."""
     import cProfile
     import pstats
 
-    algo = _config(kind, spaces, data, updates, batch, learners).build_algo()
+    algo = _config(kind, spaces, data, updates, batch, learners, gpus).build_algo()
     rates: list[float] = []
     trained: list[float] = []
     shares: dict[str, float] = {}
@@ -108,7 +123,7 @@ def ours_rates(
                 steps = float(result["learners"]["__all_modules__"]["num_env_steps_trained"])
                 rates.append(steps / seconds)
                 trained.append(steps)
-        if learners == 0:
+        if learners == 0 and not gpus:
             profiler = cProfile.Profile()
             t = time.perf_counter()
             profiler.runcall(lambda: [algo.train() for _ in range(iters)])
@@ -155,10 +170,11 @@ def learner_batches(kind: str, spaces: tuple[Any, Any], data: str, updates: int,
 
 
 def plain_rates(
-    kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, repeats: int
+    kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, repeats: int, device: str = "cpu"
 ) -> list[float]:
     """Transitions/s of the plain loop on :func:`learner_batches`, one value per ``updates``
-    updates (after one warm-up pass)."""
+    updates (after one warm-up pass); on CUDA the module and the batches are moved to
+    ``device`` first and each pass ends with a synchronize."""
     import torch
 
     from offline_graph.bench.case_value import _module, _update_fn
@@ -166,16 +182,42 @@ def plain_rates(
     torch.manual_seed(0)
     batches = learner_batches(kind, spaces, data, updates, batch)
     module = _module(kind, spaces, MODEL["hidden"])
+    cuda = device.startswith("cuda")
+    if device != "cpu":
+        module.to(device)
+        batches = [_to_device(b, device) for b in batches]
     steps = [_update_fn(kind, module, b) for b in batches]
     counts = [len(b["actions"]) for b in batches]
     rates = []
     for chunk in range(repeats + 1):
+        if cuda:
+            torch.cuda.synchronize()
         t = time.perf_counter()
         for step in steps:
             step()
+        if cuda:
+            torch.cuda.synchronize()
         if chunk:
             rates.append(sum(counts) / (time.perf_counter() - t))
     return rates
+
+
+def _to_device(batch: Any, device: str) -> Any:
+    import torch
+
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    return torch.as_tensor(batch, device=device)
+
+
+def vs_plain(
+    metric: str, ours: list[float], plain: list[float], per_iter: float, updates: int, base: str
+) -> Row:
+    """A ``learner`` row: ours against the plain loop, and the per-iteration time that is not
+    the model (``per_iter`` transitions per iteration)."""
+    overhead = 1000 * (per_iter / median(ours) - per_iter / median(plain))
+    note = f"not the model: {overhead:.0f} ms per iteration of {updates} updates"
+    return Row("learner", metric, "transitions/s", ours, plain, base, False, note)
 
 
 def case_learner(ctx: BenchContext) -> list[Row]:
@@ -197,18 +239,16 @@ def case_learner(ctx: BenchContext) -> list[Row]:
         if kind not in plain:
             plain[kind] = plain_rates(kind, spaces, data, updates, batch, max(3, ctx.repeats))
         ours, per_iter, shares = ours_rates(kind, spaces, data, updates, batch, learners, iters)
-        overhead = 1000 * (per_iter / median(ours) - per_iter / median(plain[kind]))
         where = "local learner" if learners == 0 else "1 remote learner"
+        base = f"plain PyTorch loop of the same GNNModule, {updates} updates of B={batch}, 1 torch thread"
         rows.append(
-            Row(
-                "learner",
+            vs_plain(
                 f"{kind.upper()} algo.train(), {where}: transitions/s",
-                "transitions/s",
                 ours,
                 plain[kind],
-                f"plain PyTorch loop of the same GNNModule, {updates} updates of B={batch}, 1 torch thread",
-                False,
-                f"not the model: {overhead:.0f} ms per iteration of {updates} updates",
+                per_iter,
+                updates,
+                base,
             )
         )
         rows += [
@@ -219,6 +259,29 @@ def case_learner(ctx: BenchContext) -> list[Row]:
         ]
         ctx.log(
             f"learner {kind} ({where}): {median(ours):.0f} vs plain {median(plain[kind]):.0f} transitions/s"
+        )
+    return rows + cuda_rows(ctx, updates, iters)
+
+
+def cuda_rows(ctx: BenchContext, updates: int, iters: int) -> list[Row]:
+    """BC, local learner on CUDA, against the plain loop on CUDA at B and 4096 (module docstring);
+    one skipped row without CUDA."""
+    import torch
+
+    from offline_graph.bench.synthetic import graph_spaces
+
+    metric = "BC algo.train(), local learner on CUDA"
+    if not torch.cuda.is_available():
+        return [Row("learner", f"{metric}: transitions/s", "transitions/s", [], skipped="skipped: no CUDA")]
+    spaces, data, name = graph_spaces(ctx.cfg), ctx.data.episode_dir, torch.cuda.get_device_name(0)
+    rows = []
+    for batch in sorted({ctx.batch_size, 4096}):
+        plain = plain_rates("bc", spaces, data, updates, batch, max(3, ctx.repeats), "cuda")
+        ours, per_iter, _ = ours_rates("bc", spaces, data, updates, batch, 0, iters, gpus=1)
+        base = f"plain loop on {name} (batches there beforehand), {updates} updates of B={batch}"
+        rows.append(vs_plain(f"{metric}, B={batch}: transitions/s", ours, plain, per_iter, updates, base))
+        ctx.log(
+            f"learner bc (CUDA, B={batch}): {median(ours):.0f} vs plain {median(plain):.0f} transitions/s"
         )
     return rows
 
