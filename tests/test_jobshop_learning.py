@@ -157,3 +157,19 @@ def test_extra_features_are_the_left_shift_starts():
             obs_x, *_ = extra.step(a)
             assert extra.start_times.reshape(-1)[a] == round(float(x[a, 7]) * 1000)
         assert np.array_equal(plain.start_times, extra.start_times)
+
+
+def test_rules_alone_plot_the_gaps_and_no_gantt_chart(tmp_path):
+    """A results file of the rules alone (no trained run) draws the gap figure only; merged
+    with a file of trained runs, the rules' validation scores come along."""
+    from offline_graph.bench.experiments.jobshop_report import GAPS_PNG, _merged_validation, save_plots
+
+    rules = {"mwkr": {"15x15": {"mean_gap": 0.27}}}
+    result = {"groups": ["15x15"], "summary": {}, "rules": rules, "runs": [], "selected": None}
+    assert save_plots(result, str(tmp_path)) == [str(tmp_path / GAPS_PNG)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [GAPS_PNG]
+    trained = {"validation": {"sizes": ["8x6"], "instances": 2, "rules": {}}}
+    alone = {"validation": {"sizes": ["8x6"], "instances": 2, "rules": {"mwkr": {"score": 1.4}}}}
+    other = {"validation": {"sizes": ["9x6"], "instances": 2, "rules": {"spt": {"score": 1.9}}}}
+    merged = _merged_validation([trained, alone, other])
+    assert merged["sizes"] == ["8x6"] and merged["rules"] == {"mwkr": {"score": 1.4}}

@@ -118,6 +118,15 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines) + _selection_line(result)
 
 
+def _merged_validation(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first part's validation set, with the rules' scores of every part on that set."""
+    scored = [p["validation"] for p in parts if p.get("validation", {}).get("sizes")]
+    if not scored:
+        return {}
+    same = [v for v in scored if (v["sizes"], v["instances"]) == (scored[0]["sizes"], scored[0]["instances"])]
+    return {**scored[0], "rules": {r: c for v in same for r, c in v.get("rules", {}).items()}}
+
+
 def merge(paths: list[str]) -> dict[str, Any]:
     """Several results files as one: their runs, rules (per group, first seen wins), logs and
     the 100x20 timing, the summary and table recomputed over the union of their groups."""
@@ -145,7 +154,7 @@ def merge(paths: list[str]) -> dict[str, Any]:
         "rules": rules,
         "published": parts[0]["published"],
         "timing_100x20": next((p["timing_100x20"] for p in parts if p.get("timing_100x20")), None),
-        "validation": next((p["validation"] for p in parts if p.get("validation", {}).get("sizes")), {}),
+        "validation": _merged_validation(parts),
     }
     result["summary"] = summarize(result["runs"], groups)
     result["selected"] = selected(result)
@@ -164,7 +173,8 @@ def _pyplot() -> Any:
 
 def plot_gaps(result: dict[str, Any], path: str) -> None:
     """Gap (%) per Taillard group: each of our labels (mean over seeds, a bar from min to max),
-    the rules measured in this env (dashed) and L2D's published gap (black)."""
+    the selected run (:func:`selected`, red stars), the rules measured in this env (dashed) and
+    L2D's published gap (black)."""
     plt = _pyplot()
     groups = list(result["groups"])
     x = np.arange(len(groups))
@@ -191,6 +201,12 @@ def plot_gaps(result: dict[str, Any], path: str) -> None:
         ys = [100 * per_group[groups[i]]["mean_gap"] for i in xs]
         style = {"ls": "--", "lw": 1, "color": str(0.3 + 0.15 * (k % 4)), "marker": "v^<>"[k % 4], "ms": 4}
         ax.plot(xs, ys, label=f"{rule} (rule, this env)", **style)
+    sel = result.get("selected")
+    if sel:
+        xs = [i for i, g in enumerate(groups) if g in sel["taillard"]]
+        ys = [sel["taillard"][groups[i]] for i in xs]
+        label = f"selected: {sel['label']} seed {sel['seed']} (chosen on generated instances)"
+        ax.plot(xs, ys, color="red", marker="*", ms=10, lw=1.5, label=label)
     ax.plot(x, [PUBLISHED[g][4] for g in groups], color="black", marker="s", lw=2, label="L2D (published)")
     ax.set_xticks(x, groups)
     ax.set(xlabel="Taillard group (jobs x machines)", ylabel="mean gap to best known (%)")
@@ -268,10 +284,13 @@ def gantt_of(result: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def save_plots(result: dict[str, Any], directory: str) -> list[str]:
-    """:data:`GAPS_PNG` and :data:`GANTT_PNG` of ``result`` in ``directory``; their paths."""
+    """:data:`GAPS_PNG` and :data:`GANTT_PNG` of ``result`` in ``directory``; their paths (no
+    Gantt chart for a result without a trained run: ``--seeds`` with only ``--rules``)."""
     os.makedirs(directory, exist_ok=True)
     gaps, gantt = os.path.join(directory, GAPS_PNG), os.path.join(directory, GANTT_PNG)
     plot_gaps(result, gaps)
+    if not result["runs"]:  # the rules alone: no schedule of ours to draw
+        return [gaps]
     durations, machines, starts, title = gantt_of(result)
     plot_gantt(durations, machines, starts, gantt, title)
     return [gaps, gantt]
