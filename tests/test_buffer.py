@@ -7,9 +7,12 @@ from offline_graph.data.learning.buffer import TransitionBuffer
 from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.learning.transitions import Transitions
+from tests.test_arena import assert_same, random_graphs
 
 
 def chunk(base: int, n: int) -> Transitions:
+    """``n`` transitions of one episode; action ``base + i``, graph ``i`` has ``1 + i % 2``
+    nodes of value ``base + i`` (and ``i % 2`` edges)."""
     graphs = [
         {"x": np.full((1 + i % 2, 1), base + i, np.float32), "edge_index": np.zeros((2, i % 2), np.int64)}
         for i in range(n)
@@ -57,9 +60,8 @@ def test_empty_buffer_refuses_to_sample():
         TransitionBuffer(capacity=4).sample(1)
 
 
-@pytest.mark.parametrize("max_pending", [1, 2, 4])
-def test_consolidation_and_eviction_keep_exact_fifo_and_draws(max_pending):
-    buf = TransitionBuffer(capacity=13, seed=5, max_pending=max_pending)
+def test_eviction_keeps_exact_fifo_and_draws():
+    buf = TransitionBuffer(capacity=13, seed=5)
     for k in range(7):  # chunk k holds actions 100k .. 100k+3
         buf.add(chunk(100 * k, 4))
     # capacity 13: keep the newest chunks while the rest would still hold >= 13 -> 4 chunks
@@ -69,3 +71,70 @@ def test_consolidation_and_eviction_keep_exact_fifo_and_draws(max_pending):
     expected = live[np.random.default_rng(5).integers(0, 16, size=64)]
     np.testing.assert_array_equal(got.actions, expected)
     np.testing.assert_array_equal(got.obs.x[got.obs.node_ptr[:-1], 0], expected)
+
+
+def varied_chunk(rng: np.random.Generator, k: int, masked: bool, finals: bool) -> Transitions:
+    """A chunk of 1-3 episodes, 1-5 steps each, edge features, an optional node mask and
+    optional final observations; values unique per chunk (``k``)."""
+    lengths = rng.integers(1, 6, size=int(rng.integers(1, 4)))
+    n = int(lengths.sum())
+    level = "node" if masked else None
+    graphs = random_graphs(rng, n + len(lengths), 1000 * k, level, 3)  # steps, then finals
+    obs = GraphColumns.from_graphs(graphs[:n], 3, level)
+    out = Transitions.from_steps(
+        obs,
+        1000 * k + np.arange(n),
+        rng.random(n),
+        lengths,
+        [True] * len(lengths),
+        [False] * len(lengths),
+        [f"c{k}e{j}" for j in range(len(lengths))],
+        0.9,
+    )
+    if finals:
+        out.final_obs = GraphColumns.from_graphs(graphs[n:], 3, level)
+    return out
+
+
+def assert_same_transitions(got: Transitions, want: Transitions) -> None:
+    assert_same(got.obs, want.obs)
+    assert (got.final_obs is None) == (want.final_obs is None)
+    if want.final_obs is not None:
+        assert_same(got.final_obs, want.final_obs)
+    for key in ("actions", "rewards", "terminateds", "truncateds", "value_targets", "episode_index", "t"):
+        u, v = getattr(got, key), getattr(want, key)
+        assert u.dtype == v.dtype, key
+        np.testing.assert_array_equal(u, v, err_msg=key)
+    assert got.episode_ids == want.episode_ids
+
+
+@pytest.mark.parametrize("capacity", [1, 7, 40, 200])
+def test_buffer_equals_the_concatenation_of_its_live_chunks(capacity):
+    """Whatever the chunk sizes, the ring's wraps, moves and growth, the missing masks / final
+    observations of some chunks: ``all()`` is ``Transitions.concat`` of the live chunks and a
+    sample is its rows drawn by the same generator."""
+    rng = np.random.default_rng(capacity)
+    buf = TransitionBuffer(capacity=capacity, seed=11)
+    draws = np.random.default_rng(11)
+    live: list[Transitions] = []
+    for k in range(60):
+        part = varied_chunk(rng, k, masked=k % 7 != 3, finals=k % 11 != 5)
+        buf.add(part)
+        live.append(part)
+        while len(live) > 1 and sum(map(len, live)) - len(live[0]) >= capacity:
+            live.pop(0)
+        assert len(buf) == sum(map(len, live)) and buf.chunks == len(live)
+        want = Transitions.concat(live) if len(live) > 1 else live[0]
+        idx = draws.integers(0, len(want), size=17)
+        assert_same_transitions(buf.sample(17), want.take(idx))  # gathered from the ring
+        if k % 5 == 4:  # the whole buffer in order (lays a wrapped ring out anew)
+            assert_same_transitions(buf.all(), want)
+
+
+def test_mixing_single_and_multi_agent_chunks_raises():
+    buf = TransitionBuffer(capacity=100)
+    buf.add(chunk(0, 3))
+    multi = chunk(100, 3)
+    multi.agent_ids, multi.env_t = ["a"], np.arange(3)
+    with pytest.raises(ValueError, match="all single-agent or all multi-agent"):
+        buf.add(multi)

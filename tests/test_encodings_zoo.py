@@ -210,8 +210,8 @@ def test_prelearner(kind: str, variant: str, tmp_path_factory) -> None:
     pre = prelearner(kind, tmp)
     out = pre({"item": np.array(items(kind, variant), dtype=object)})
     # Everything read is in the replay buffer (one chunk: the call's transitions) ...
-    assert len(pre.buffer) == len(expected(kind)) and len(pre.buffer._pending) == 1
-    assert_same(pre.buffer._pending[0], expected(kind))
+    assert len(pre.buffer) == len(expected(kind)) and pre.buffer.chunks == 1
+    assert_same(pre.buffer.all(), expected(kind))
     assert pre.stats.episodes_used == len(bases(kind)) and not pre.stats.rejected
     # ... and the same buffer and seed sample the same learner rows as the plain encoding.
     assert out.num_rows == len(expected(kind))

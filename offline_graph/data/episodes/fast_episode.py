@@ -134,12 +134,14 @@ def _dict_edges(em: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     edge_ptr = counts_to_ptr(num_edges)
     # Each observation's edge_index is [2, E_g] row-major: E_g sources, then E_g targets, so
-    # edge j of graph g (global index i) has its source at 2*ptr_g + (i - ptr_g) = i + ptr_g.
-    src_pos = np.arange(total_e) + np.repeat(edge_ptr[:-1], num_edges)
-    pairs = np.empty((total_e, 2), np.int64)
-    pairs[:, 0] = flat[src_pos]
-    pairs[:, 1] = flat[src_pos + np.repeat(num_edges, num_edges)]
-    return pairs, num_edges
+    # edge j of graph g (global index i) has its source at 2*ptr_g + (i - ptr_g) = i + ptr_g
+    # and its target E_g later: one gather of the [sumE, 2] positions.
+    pos = np.empty((total_e, 2), np.int64)
+    src = pos[:, 0]
+    src[:] = np.repeat(edge_ptr[:-1], num_edges)
+    src += np.arange(total_e)
+    np.add(src, np.repeat(num_edges, num_edges), out=pos[:, 1])
+    return flat.take(pos), num_edges
 
 
 def _instance_edges(lm: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -292,6 +294,24 @@ def fast_episode(
     return checked_episode(raw, graphs, acts, rews, spec, ctx)
 
 
+def _block_graphs(
+    steps: list[Any], finals: list[Any], spec: EpisodeSpec
+) -> tuple[GraphColumns, GraphColumns] | None:
+    """The steps' and the final observations' columns, values checked (None if anything is
+    unusual or invalid): built and checked as one set of columns (one ``frombuffer`` per
+    column) when both are of one layout, else each on its own, as :func:`_graphs` takes them."""
+    masked = _masked(steps, spec)
+    if isinstance(steps[0], dict) == isinstance(finals[0], dict):
+        both = _graphs(steps + finals, spec, masked)
+        if both is None or not values_ok(both):
+            return None
+        return both.slice(0, len(steps)), both.slice(len(steps), len(both))
+    graphs, last = _graphs(steps, spec, masked), _graphs(finals, spec, masked)
+    if graphs is None or last is None or not (values_ok(graphs) and values_ok(last)):
+        return None
+    return graphs, last
+
+
 def _no_ctx(t: int | None = None, column: str | None = None) -> str:
     return ""  # block checks only decide pass / fall back; the per-episode path words errors
 
@@ -321,16 +341,13 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
     for r in raws:
         steps += r.observations[:-1]
         finals.append(r.observations[-1])
-    masked = _masked(steps, spec)
-    graphs = _graphs(steps, spec, masked)
-    last = _graphs(finals, spec, masked)
-    if graphs is None or last is None:
+    split = _block_graphs(steps, finals, spec)
+    if split is None:
         return None
+    graphs, last = split
     acts = _scalars([r.actions for r in raws])
     rews = _scalars([r.rewards for r in raws])
     if acts.shape != rews.shape or acts.shape != (len(steps),):
-        return None
-    if not (values_ok(graphs) and values_ok(last)):
         return None
     try:
         check_actions_rewards(acts, rews, spec, _no_ctx, graphs)

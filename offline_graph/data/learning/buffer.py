@@ -7,73 +7,92 @@ replacement, like RLlib's ``EpisodeReplayBuffer`` but over columns instead of ep
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.columns import GraphColumns
+from offline_graph.data.learning.arena import GraphArena
 from offline_graph.data.learning.transitions import Transitions
+
+_ROW_COLUMNS = ("actions", "rewards", "terminateds", "truncateds", "value_targets", "t", "env_t")
 
 
 class TransitionBuffer:
     """Columnar FIFO replay of transitions.
 
-    Layout: one consolidated ``Transitions`` (rows ``start..`` are live, rows before ``start``
-    were evicted) followed by up to ``max_pending`` chunks added since the last consolidation.
-    A sample is one gather from the consolidated part plus one per pending chunk; the pending
-    chunks are merged in (one copy of the live rows) only every ``max_pending`` additions,
-    not on every call. Eviction is exact, chunk by chunk, oldest first.
+    Layout: the live transitions in one :class:`~offline_graph.data.learning.arena.GraphArena`
+    (observations, per-transition columns, the global number of each transition's episode
+    entry), their episodes' final observations in another (one graph per episode entry, a
+    graph without nodes where a chunk kept none), the episode ids in a list. Adding copies the
+    chunk once into preallocated columns (no merge of the buffer); a sample is one gather per
+    column, in draw order; eviction is exact, chunk by chunk, oldest first.
     """
 
-    def __init__(self, capacity: int, seed: int | None = 0, max_pending: int = 4) -> None:
+    def __init__(self, capacity: int, seed: int | None = 0) -> None:
         if capacity < 1:
             raise ConfigError(
                 f"TransitionBuffer: capacity must be >= 1 transition (found {capacity}). "
                 "Set config.offline_data(prelearner_buffer_kwargs={'capacity': ...})."
             )
         self.capacity = int(capacity)
-        self.max_pending = int(max_pending)
         self._rng = np.random.default_rng(seed)
-        self._data: Transitions | None = None  # consolidated rows (live from self._start)
-        self._start = 0
-        self._pending: list[Transitions] = []
-        self._lens: list[int] = []  # live chunk lengths, oldest first
+        self._rows = GraphArena(reserve=self.capacity)  # observations + per-transition columns
+        self._finals = GraphArena()  # per episode entry: its final observation
+        self._ids: list[str] = []  # episode ids (entries) from self._ids_lo on
+        self._agents: list[Any] = []
+        self._ids_lo = 0
+        self._episodes = 0  # episode entries ever added: the stored episode index is global
+        self._chunks: list[tuple[int, int, bool]] = []  # live chunks: rows, entries, has finals
         self._size = 0
+        self._multi = False
 
     def __len__(self) -> int:
         return self._size
 
     def __repr__(self) -> str:
-        return (
-            f"TransitionBuffer(size={len(self)}, capacity={self.capacity}, "
-            f"chunks={len(self._lens)}, pending={len(self._pending)})"
-        )
+        return f"TransitionBuffer(size={len(self)}, capacity={self.capacity}, chunks={len(self._chunks)})"
 
-    def _consolidated_live(self) -> int:
-        return 0 if self._data is None else len(self._data) - self._start
+    @property
+    def chunks(self) -> int:
+        """Live chunks (each added, not yet evicted, non-empty :class:`Transitions`)."""
+        return len(self._chunks)
 
     def add(self, chunk: Transitions) -> None:
-        """Append ``chunk`` and evict the oldest chunks beyond capacity."""
+        """Append ``chunk`` and evict the oldest chunks beyond capacity (evicted first, so
+        the newest chunk is always kept whole)."""
         if len(chunk) == 0:
             return
-        self._pending.append(chunk)
-        self._lens.append(len(chunk))
+        while self._chunks and self._size + len(chunk) - self._chunks[0][0] >= self.capacity:
+            rows, entries, _ = self._chunks.pop(0)
+            self._size -= rows
+            self._rows.pop()
+            self._finals.pop()
+            self._ids_lo += entries
+        if self._ids_lo > len(self._ids) // 2:  # forget the evicted ids now and then
+            del self._ids[: self._ids_lo], self._agents[: self._ids_lo]
+            self._ids_lo = 0
+        multi = chunk.agent_ids is not None
+        if self._chunks and multi != self._multi:
+            raise ValueError(
+                "Transitions.concat: parts must be all single-agent or all multi-agent (found both). "
+                "Keep one buffer per module."
+            )
+        entries = len(chunk.episode_ids)
+        if not self._finals.reserve:  # room for about as many episodes as the buffer holds
+            self._finals.reserve = -(-self.capacity * entries // len(chunk))
+        extra = {k: v for k in _ROW_COLUMNS if (v := getattr(chunk, k)) is not None}
+        extra["episode_index"] = chunk.episode_index.astype(np.int64) + self._episodes
+        self._rows.push(chunk.obs, extra)
+        finals = chunk.final_obs if chunk.final_obs is not None else chunk.obs.without_nodes(entries)
+        self._finals.push(finals, {})
+        self._ids += chunk.episode_ids
+        self._agents += chunk.agent_ids or ()
+        self._multi = multi
+        self._episodes += entries
+        self._chunks.append((len(chunk), entries, chunk.final_obs is not None))
         self._size += len(chunk)
-        while len(self._lens) > 1 and self._size - self._lens[0] >= self.capacity:
-            oldest = self._lens.pop(0)
-            self._size -= oldest
-            if self._consolidated_live() > 0:
-                self._start += oldest
-            else:
-                self._pending.pop(0)
-        if len(self._pending) > self.max_pending:
-            self._consolidate()
-
-    def _consolidate(self) -> None:
-        parts = list(self._pending)
-        if self._data is not None and self._consolidated_live():
-            parts.insert(0, self._data.take(np.arange(self._start, len(self._data))))
-        self._data = Transitions.concat(parts)
-        self._start = 0
-        self._pending = []
 
     @property
     def rng(self) -> np.random.Generator:
@@ -82,43 +101,40 @@ class TransitionBuffer:
 
     def all(self) -> Transitions:
         """Every live transition as one :class:`Transitions`, oldest first (episodes stay
-        contiguous and in step order: chunks hold whole episodes)."""
-        if self._size == 0:
-            raise ConfigError(
-                "TransitionBuffer: buffer must hold transitions before sampling (found 0). "
-                "Every input batch was empty or rejected."
-            )
-        if self._pending:
-            self._consolidate()
-        assert self._data is not None  # noqa: S101 (size > 0)
-        if self._start:
-            self._data = self._data.take(np.arange(self._start, len(self._data)))
-            self._start = 0
-        return self._data
+        contiguous and in step order: chunks hold whole episodes); ``episode_ids`` are the live
+        chunks' entries. Its arrays are views of the buffer: read them (or gather from them)
+        before the next :meth:`add`, which may write over evicted rows."""
+        self._check_not_empty()
+        return self._transitions(*self._rows.view())
 
     def sample(self, num: int) -> Transitions:
-        """``num`` rows drawn uniformly with replacement, in draw order."""
+        """``num`` rows drawn uniformly with replacement, in draw order (the rows of
+        :meth:`all` at ``rng.integers(0, len(self), num)``, gathered once)."""
+        self._check_not_empty()
+        return self._transitions(*self._rows.take(self._rng.integers(0, self._size, size=num)))
+
+    def _transitions(self, obs: GraphColumns, cols: dict[str, np.ndarray]) -> Transitions:
+        """Rows of the buffer (``obs`` and their columns) with the live episode entries."""
+        first = self._episodes - sum(e for _, e, _ in self._chunks)  # global index of entry 0
+        finals = self._finals.view()[0] if all(f for _, _, f in self._chunks) else None
+        return Transitions(
+            obs=obs,
+            actions=cols["actions"],
+            rewards=cols["rewards"],
+            terminateds=cols["terminateds"],
+            truncateds=cols["truncateds"],
+            value_targets=cols["value_targets"],
+            episode_index=(cols["episode_index"] - first).astype(np.int32),
+            episode_ids=self._ids[self._ids_lo :],
+            t=cols["t"],
+            agent_ids=self._agents[self._ids_lo :] if self._multi else None,
+            env_t=cols.get("env_t"),
+            final_obs=finals,
+        )
+
+    def _check_not_empty(self) -> None:
         if self._size == 0:
             raise ConfigError(
                 "TransitionBuffer: buffer must hold transitions before sampling (found 0). "
                 "Every input batch was empty or rejected."
             )
-        idx = self._rng.integers(0, self._size, size=num)
-        live = self._consolidated_live()
-        sources = ([self._data] if live and self._data is not None else []) + self._pending
-        offsets = ([self._start] if live else []) + [0] * len(self._pending)
-        if len(sources) == 1:
-            return sources[0].take(idx + offsets[0])
-        starts: np.ndarray = np.cumsum([0] + [len(src) - off for src, off in zip(sources, offsets)])
-        which = np.searchsorted(starts, idx, side="right") - 1
-        order = np.argsort(which, kind="stable")
-        parts = [
-            sources[c].take(idx[which == c] - starts[c] + offsets[c])
-            for c in range(len(sources))
-            if (which == c).any()
-        ]
-        sample = Transitions.concat(parts)
-        # Rows were grouped by source; put them back in draw order.
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
-        return sample.take(inverse)
