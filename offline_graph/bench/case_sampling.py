@@ -17,13 +17,15 @@ paths against a plain loop of the same module on the same kind of observations.
   ``torch.no_grad``, ``env.step``; what a user writes by hand (the forward's share of its time
   is printed).
 * **evaluate_module**: greedy episodes in 16 envs in lockstep (env steps, observation dicts,
-  collate, the forward, RLlib's action distribution, legality checks, returns).
+  collate, the forward, the mode of RLlib's action distribution, legality checks, returns); each
+  call makes its envs (gymnasium's env checker runs on their first reset and step).
 * **GraphEnvRunner**: ``sample(num_timesteps=..., explore=False)`` of RLlib's EnvRunner with our
   vector env and connectors (16 envs per runner), the same module class and ``model_config``
   (PPO's spec: a value head the inference forward does not run).
 
 All at 1 torch thread; the module is freshly initialized (the speed does not depend on the
-weights).
+weights). Each repeat measures the three in turn, so a change of the machine's load between
+repeats hits them alike.
 """
 
 from __future__ import annotations
@@ -135,22 +137,28 @@ INFERENCE_ENV = "offline_graph/Graph-v0"
 INFERENCE_ENVS = 16
 
 
-def plain_loop_rate(module: Any, edge_dim: int | None, steps: int, repeats: int) -> tuple[list[float], float]:
-    """Env steps/s of the plain loop (``INFERENCE_ENVS`` Graph-v0 envs in lockstep: observation dicts,
-    our public collate, ``forward_inference``, argmax, ``env.step``; resets on episode ends),
-    and the forward's share of its time."""
-    import gymnasium as gym
-    import torch
-    from ray.rllib.core.columns import Columns
+class PlainLoop:
+    """The plain loop: ``INFERENCE_ENVS`` Graph-v0 envs in lockstep (observation dicts, our public
+    collate, ``forward_inference``, argmax, ``env.step``; resets on episode ends), run
+    ``steps`` lockstep steps per call, continuing where the last call stopped."""
 
-    from offline_graph.env.making import observe
-    from offline_graph.rllib.evaluation.acting import obs_batch
+    def __init__(self, module: Any, edge_dim: int | None) -> None:
+        import gymnasium as gym
 
-    envs = [gym.make(INFERENCE_ENV) for _ in range(INFERENCE_ENVS)]
-    obs = [env.reset(seed=i) for i, env in enumerate(envs)]
-    rates: list[float] = []
-    with torch.no_grad():
-        for rep in range(repeats + 1):
+        self.module, self.edge_dim = module, edge_dim
+        self.envs = [gym.make(INFERENCE_ENV) for _ in range(INFERENCE_ENVS)]
+        self.obs = [env.reset(seed=i) for i, env in enumerate(self.envs)]
+
+    def rate(self, steps: int) -> tuple[float, float]:
+        """(env steps/s, the forward's share of the time) of ``steps`` lockstep steps."""
+        import torch
+        from ray.rllib.core.columns import Columns
+
+        from offline_graph.env.making import observe
+        from offline_graph.rllib.evaluation.acting import obs_batch
+
+        module, edge_dim, obs = self.module, self.edge_dim, self.obs
+        with torch.no_grad():
             t, forward = time.perf_counter(), 0.0
             for _ in range(steps):
                 batch = obs_batch([observe(o, info, edge_dim, None) for o, info in obs], edge_dim)
@@ -158,17 +166,18 @@ def plain_loop_rate(module: Any, edge_dim: int | None, steps: int, repeats: int)
                 actions = module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS].argmax(dim=-1).tolist()
                 forward += time.perf_counter() - f
                 nxt = []
-                for env, action in zip(envs, actions):
+                for env, action in zip(self.envs, actions):
                     o, _, term, trunc, info = env.step(action)
                     nxt.append(env.reset() if term or trunc else (o, info))
                 obs = nxt
-            if rep:
-                rates.append(INFERENCE_ENVS * steps / (time.perf_counter() - t))
-    return rates, forward / (INFERENCE_ENVS * steps / rates[-1])
+            seconds = time.perf_counter() - t
+        self.obs = obs
+        return INFERENCE_ENVS * steps / seconds, forward / seconds
 
 
 def case_inference(ctx: BenchContext) -> list[Row]:
-    """evaluate_module and GraphEnvRunner steps/s against the plain env loop."""
+    """evaluate_module and GraphEnvRunner steps/s against the plain env loop, measured in turn
+    within each repeat (a change of the machine's load hits all three alike)."""
     import gymnasium as gym
     import torch
     from ray.rllib.algorithms.ppo import PPOConfig
@@ -188,29 +197,19 @@ def case_inference(ctx: BenchContext) -> list[Row]:
     probe.close()
     steps = 100 if ctx.quick else 400  # lockstep steps: x16 observations
     repeats = max(2, ctx.repeats)
+    plain: list[float] = []
+    evaluated: list[float] = []
+    sampled: list[float] = []
     try:
         torch.manual_seed(0)
-        module = RLModuleSpec(
+        module: Any = RLModuleSpec(
             module_class=GNNModule,
             observation_space=spaces[0],
             action_space=spaces[1],
             model_config=dict(MODEL),
         ).build()
-        edge_dim = space_sizes(spaces[0])[1]
-        plain, forward_share = plain_loop_rate(module, edge_dim, steps, repeats)
-        evaluated = []
-        for rep in range(repeats):
-            t = time.perf_counter()
-            # each call makes its INFERENCE_ENVS envs (gymnasium's env checker runs on their first
-            # reset and step): enough episodes that this fixed cost does not dominate
-            result = evaluate_module(
-                module,
-                INFERENCE_ENV,
-                episodes=(4 if ctx.quick else 16) * INFERENCE_ENVS,
-                seed=rep,
-                num_envs=INFERENCE_ENVS,
-            )
-            evaluated.append(result["mean_length"] * result["episodes"] / (time.perf_counter() - t))
+        loop = PlainLoop(module, space_sizes(spaces[0])[1])
+        loop.rate(steps)  # warm-up, not timed (gymnasium's env checker, torch)
         config = configure_online(
             PPOConfig()
             .environment(INFERENCE_ENV)
@@ -218,15 +217,30 @@ def case_inference(ctx: BenchContext) -> list[Row]:
             .rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule, model_config=dict(MODEL)))
         )
         runner = GraphEnvRunner(config=config)
-        sampled = []
         try:
             runner.sample(num_timesteps=INFERENCE_ENVS * 10, explore=False)  # warm-up
-            for _ in range(repeats):
+            for rep in range(repeats):
+                module.train()  # as built (evaluate_module leaves it in eval mode)
+                rate, forward_share = loop.rate(steps)
+                plain.append(rate)
+                t = time.perf_counter()
+                # each call makes its INFERENCE_ENVS envs (gymnasium's env checker runs on their
+                # first reset and step): enough episodes that this fixed cost does not dominate
+                result = evaluate_module(
+                    module,
+                    INFERENCE_ENV,
+                    episodes=(4 if ctx.quick else 16) * INFERENCE_ENVS,
+                    seed=rep,
+                    num_envs=INFERENCE_ENVS,
+                )
+                evaluated.append(result["mean_length"] * result["episodes"] / (time.perf_counter() - t))
                 t = time.perf_counter()
                 episodes = runner.sample(num_timesteps=INFERENCE_ENVS * steps // 4, explore=False)
                 sampled.append(sum(len(e) for e in episodes) / (time.perf_counter() - t))
         finally:
             runner.stop()
+            for env in loop.envs:
+                env.close()
     finally:
         torch.set_num_threads(threads)
     base = (

@@ -43,6 +43,7 @@ from ray.rllib.connectors.module_to_env import (
     UnBatchToIndividualItems,
 )
 from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from offline_graph.data.graphs.collate import collate
 from offline_graph.data.graphs.columns import GraphColumns
@@ -148,24 +149,42 @@ class GraphObservationsToDicts(ConnectorV2):
         shared_data: dict | None = None,
         **kwargs: Any,
     ) -> Any:
-        spaces, action_spaces = input_spaces(self, rl_module)
-        known: dict[int, tuple[int | None, GlobalsLayout | None]] = {}  # per space, this call
-        for episode in self.single_agent_episode_iterator(episodes):
-            space = agent_space(spaces, episode)
-            level = selection_level(agent_space(action_spaces, episode))
-            obs = episode.get_observations(-1)
-            infos = episode.get_infos(-1)
-            mask_key = self.mask_key if level else None
-            fixed = isinstance(space, (gym.spaces.Graph, gym.spaces.Dict))  # else D per observation
-            facts = known.get(id(space)) if fixed else None
-            if facts is None:
-                facts = (_edge_dim(space, obs), dict_layout(space))
-                if fixed:
-                    known[id(space)] = facts
-            new = as_graph_dict(obs, infos, facts[0], mask_key, facts[1])
-            if new is not obs:
-                episode.set_observations(at_indices=-1, new_data=new)
+        self.newest_graphs(rl_module, episodes)
         return batch
+
+    def newest_graphs(self, rl_module: Any, episodes: list[Any]) -> list[GraphDict]:
+        """Convert (in place) and return the newest observation of every (agent) episode."""
+        spaces, action_spaces = input_spaces(self, rl_module)
+        fixed = (gym.spaces.Graph, gym.spaces.Dict)  # spaces that fix D (else D per observation)
+        if isinstance(spaces, fixed) and all(
+            isinstance(e, SingleAgentEpisode) and e.agent_id is None for e in episodes
+        ):  # single-agent episodes: one space for all
+            one = (_edge_dim(spaces), dict_layout(spaces), selection_level(action_spaces))
+            return [self._newest(episode, episode.get_observations(-1), one) for episode in episodes]
+        known: dict[tuple[int, int], tuple[int | None, GlobalsLayout | None, str | None]] = {}
+        graphs = []
+        for episode in self.single_agent_episode_iterator(episodes):
+            space, action_space = agent_space(spaces, episode), agent_space(action_spaces, episode)
+            obs = episode.get_observations(-1)
+            facts = known.get((id(space), id(action_space)))  # per pair of spaces, this call
+            if facts is None:
+                facts = (_edge_dim(space, obs), dict_layout(space), selection_level(action_space))
+                if isinstance(space, fixed):
+                    known[(id(space), id(action_space))] = facts
+            graphs.append(self._newest(episode, obs, facts))
+        return graphs
+
+    def _newest(
+        self, episode: Any, obs: Any, facts: tuple[int | None, GlobalsLayout | None, str | None]
+    ) -> Any:
+        """``obs`` (the episode's newest) as our graph dict, written back; ``facts``: (D,
+        globals layout, selection level) of its spaces."""
+        mask_key = self.mask_key if facts[2] else None
+        infos = episode.get_infos(-1) if mask_key else None
+        new = as_graph_dict(obs, infos, facts[0], mask_key, facts[1])
+        if new is not obs:
+            episode.set_observations(at_indices=-1, new_data=new)
+        return new
 
 
 def input_spaces(piece: ConnectorV2, module: Any) -> tuple[Any, Any]:
@@ -248,15 +267,28 @@ class BatchGraphObservations(BatchIndividualItems):
         graphs, order = graphs_in_order(obs)
         if isinstance(obs, dict) and shared_data is not None:
             shared_data["memorized_map_structure"] = order
-        space, action_space = input_spaces(self, rl_module)
-        edge_dim = _edge_dim(space, graphs[0] if graphs else None)
-        batch[Columns.OBS] = graph_batch(graphs, edge_dim, selection_level(action_space))
+        batch[Columns.OBS] = self.batch_graphs(rl_module, graphs)
         if states is not None:  # memory modules (offline_graph.rllib.env.env_states)
             counts = [int(np.shape(g["x"])[0]) for g in graphs]
             batch[Columns.STATE_IN] = batch_states(states_in_order(states), counts)
             if shared_data is not None:
                 shared_data[NODE_COUNTS] = counts
         return batch
+
+    def batch_graphs(self, rl_module: Any, graphs: list[GraphDict]) -> dict[str, np.ndarray]:
+        """:func:`graph_batch` of ``graphs`` with this piece's (else the module's) spaces."""
+        space, action_space = input_spaces(self, rl_module)
+        known = self._known
+        if known is not None and known[0] is space and known[1] is action_space:
+            edge_dim, level = known[2], known[3]
+        else:
+            edge_dim, level = _edge_dim(space, graphs[0] if graphs else None), selection_level(action_space)
+            if isinstance(space, (gym.spaces.Graph, gym.spaces.Dict)):  # D fixed by the space
+                self._known = (space, action_space, edge_dim, level)
+        return graph_batch(graphs, edge_dim, level)
+
+    _known: tuple[Any, Any, int | None, str | None] | None = None
+    """(spaces, D, selection level) of the last call (the spaces rarely change)."""
 
 
 def _pop_module_obs(rl_module: Any, batch: dict[str, Any]) -> dict[str, list[GraphDict]]:

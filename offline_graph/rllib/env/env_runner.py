@@ -2,7 +2,7 @@
 
 Set by :func:`offline_graph.configure` when the config has an env
 (``config.env_runners(env_runner_cls=GraphEnvRunner)``; ``GraphOfflineEnvRunner`` when
-``offline_data(output=...)`` records episodes). It is RLlib's runner with three changes, all
+``offline_data(output=...)`` records episodes). It is RLlib's runner with five changes, all
 by overriding, nothing of RLlib is modified:
 
 =====================  ========================================================================
@@ -18,7 +18,22 @@ override               why
                        (:func:`~offline_graph.rllib.env.env_connectors.graph_env_to_module`,
                        :func:`~offline_graph.rllib.env.env_connectors.graph_module_to_env`) and
                        turns off ``episodes_to_numpy`` (``to_numpy`` cannot stack ragged
-                       graphs; the episodes keep one graph dict per step)
+                       graphs; the episodes keep one graph dict per step); without user
+                       pieces, runs the default pieces of each pipeline in one call, the same
+                       batches and episodes at less cost per step
+                       (:mod:`~offline_graph.rllib.env.env_to_module`,
+                       :mod:`~offline_graph.rllib.env.module_to_env`)
+``make_module``        RLlib's, the module then left in eval mode: ``forward_inference`` /
+                       ``forward_exploration`` put a module in train mode into eval mode for
+                       the call and back after it (a walk over its submodules each way); the
+                       runner's module only acts, so the walk back is saved (a class with its
+                       own ``forward_inference`` / ``forward_exploration`` is left as is)
+episode callbacks      ``_make_on_episode_callback`` is RLlib's, but skips
+                       ``on_episode_created`` / ``_start`` / ``_step`` when no callback object
+                       overrides that (empty) method of ``RLlibCallback`` and no
+                       ``callbacks_on_episode_*`` function is configured: nothing would run,
+                       yet each call (one per sub-env and step) builds its arguments and walks
+                       the callback lists
 ``_new_episode``       episodes get no observation space: their observations are graph dicts,
                        and RLlib's episode serialization (``get_state``, used by the
                        recorder) has no case for ``spaces.Graph``
@@ -38,8 +53,10 @@ import logging
 from typing import Any, Callable, cast
 
 import gymnasium as gym
+from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.env.env_context import EnvContext
+from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline.offline_env_runner import OfflineSingleAgentEnvRunner
@@ -49,11 +66,17 @@ from ray.tune.registry import ENV_CREATOR, _global_registry
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import graph_part
 from offline_graph.rllib.env.env_connectors import DEFAULT_MASK_KEY, graph_env_runner
+from offline_graph.rllib.env.env_to_module import fuse_env_to_module
+from offline_graph.rllib.env.module_to_env import fuse_module_to_env
 from offline_graph.rllib.env.vector_env import GraphVectorEnv
 
 logger = logging.getLogger(__name__)
 
 EnvCreator = Callable[[EnvContext], gym.Env]
+
+QUIET_WHEN_UNUSED = ("on_episode_created", "on_episode_start", "on_episode_step")
+"""Episode callbacks the runner skips when nothing is registered for them (see
+``GraphEnvRunner._make_on_episode_callback``; ``on_episode_end`` is always made)."""
 
 
 def env_creator(env: Any) -> EnvCreator:
@@ -102,6 +125,16 @@ class GraphEnvRunner(SingleAgentEnvRunner):
     def __init__(self, *, config: Any, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
         graph_env_runner(self)
+        fuse_env_to_module(cast(Any, self._env_to_module))
+        fuse_module_to_env(cast(Any, self._module_to_env))
+
+    @override(SingleAgentEnvRunner)
+    def make_module(self) -> None:
+        """RLlib's, the module then left in eval mode (see the module docstring)."""
+        super().make_module()
+        module = self.module
+        if isinstance(module, TorchRLModule) and _evaluates_itself(type(module)):
+            module.eval()
 
     @override(SingleAgentEnvRunner)
     def make_env(self) -> None:
@@ -161,6 +194,15 @@ class GraphEnvRunner(SingleAgentEnvRunner):
             ),
         )
 
+    def _make_on_episode_callback(self, which: str, idx: int, episodes: list[Any]) -> None:
+        """RLlib's, skipped for ``on_episode_created`` / ``_start`` / ``_step`` when no callback
+        object overrides it and no callback function is configured (nothing would run); the
+        step one is made for every sub-env at every step."""
+        if which in QUIET_WHEN_UNUSED and not getattr(self.config, f"callbacks_{which}", None):
+            if all(_no_op(callback, which) for callback in self._callbacks):
+                return
+        super()._make_on_episode_callback(which, idx, episodes)
+
     def _new_episode(self, env_index: int, episodes: list[Any] | None = None) -> None:
         """RLlib's, with no observation space on the episode (see the module docstring)."""
         episodes = episodes if episodes is not None else cast(list[Any], self._ongoing_episodes)
@@ -169,6 +211,20 @@ class GraphEnvRunner(SingleAgentEnvRunner):
             action_space=self.env.single_action_space,  # type: ignore[union-attr]
         )
         self._make_on_episode_callback("on_episode_created", env_index, episodes)
+
+
+def _no_op(callback: Any, which: str) -> bool:
+    """Whether ``callback.<which>`` is ``RLlibCallback``'s own (an empty method)."""
+    return getattr(getattr(callback, which, None), "__func__", None) is getattr(RLlibCallback, which)
+
+
+def _evaluates_itself(cls: type) -> bool:
+    """Whether a module class acts through TorchRLModule's ``forward_inference`` /
+    ``forward_exploration``, which switch to eval mode for the call (and back after it)."""
+    return all(
+        getattr(cls, name) is getattr(TorchRLModule, name)
+        for name in ("forward_inference", "forward_exploration")
+    )
 
 
 class GraphOfflineEnvRunner(GraphEnvRunner, OfflineSingleAgentEnvRunner):

@@ -18,6 +18,7 @@ from offline_graph.data.graphs.globals import dict_layout, with_globals
 from offline_graph.data.graphs.graph import GraphDict
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.rllib.core.stepwise import StepStates
+from offline_graph.rllib.env.module_to_env import argmax_is_greedy
 
 DEFAULT_EVAL_SEED = 987_654_321
 """Evaluation seed used by the pipelines: far from the small seeds data is recorded with."""
@@ -92,17 +93,19 @@ def greedy_actions(
     layout = dict_layout(getattr(module, "observation_space", None))
     observations = [with_globals(o, layout) for o in observations]
     level = selection_level(getattr(module, "action_space", None))
+    device = module_device(module)
     with torch.no_grad():
-        batch = obs_batch(observations, edge_dim, module_device(module), level)
+        batch = obs_batch(observations, edge_dim, device, level)
         if states is not None:
-            batch[Columns.STATE_IN] = states.batch(slots, observations, module_device(module))
+            batch[Columns.STATE_IN] = states.batch(slots, observations, device)
         out = module.forward_inference(batch)
         if states is not None:
             states.update(slots, observations, out[Columns.STATE_OUT])
         logits = out[Columns.ACTION_DIST_INPUTS]
         get_dist = getattr(module, "get_inference_action_dist_cls", None)
-        if get_dist is None:  # a bare forward_inference stand-in: argmax of its logits
-            actions = logits.argmax(dim=-1)
+        dist_cls = None if get_dist is None else get_dist()
+        if dist_cls is None or argmax_is_greedy(dist_cls):  # no class: a forward_inference stand-in
+            actions = logits.argmax(dim=-1)  # what a categorical's to_deterministic().sample() is
         else:
-            actions = get_dist().from_logits(logits).to_deterministic().sample()
+            actions = dist_cls.from_logits(logits).to_deterministic().sample()
     return actions.cpu().numpy().astype(np.int64)
