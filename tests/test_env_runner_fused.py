@@ -202,3 +202,42 @@ def test_episode_callbacks_still_run_when_registered():
     steps = sum(len(ep) for ep in episodes)
     assert calls["object"] == calls["function"] == steps  # one per env step
     assert calls["start"] == len({ep.id_ for ep in episodes})  # one per episode begun
+
+
+def test_gnn_module_acts_in_eval_mode_without_the_mode_walk():
+    """GNNModule's forward_inference / forward_exploration: in eval mode, no ``train()`` /
+    ``eval()`` call (the walk over submodules), the same outputs as from train mode, where
+    TorchRLModule's switch is kept (eval for the call, train again after it)."""
+    from ray.rllib.core.columns import Columns
+
+    from offline_graph.env import GraphEnv
+    from offline_graph.rllib.evaluation.acting import obs_batch
+    from offline_graph.data.graphs.spaces import selection_level
+    from offline_graph.data.graphs.graph import graph_to_dict
+
+    env = GraphEnv()
+    env.reset(seed=0)
+    module = RLModuleSpec(
+        module_class=GNNModule,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        model_config={"hidden": 8},
+    ).build()
+    graphs = [graph_to_dict(env.step(0)[0], env.edge_dim) for _ in range(3)]
+    batch = obs_batch(graphs, env.edge_dim, None, selection_level(env.action_space))
+    calls: list[str] = []
+    for name in ("train", "eval"):
+        method = getattr(module, name)
+        setattr(module, name, lambda *a, _m=method, _n=name: (calls.append(_n), _m(*a))[1])
+    module.eval()
+    calls.clear()
+    for forward in (module.forward_inference, module.forward_exploration):
+        module.eval()
+        calls.clear()
+        quiet = forward(batch)[Columns.ACTION_DIST_INPUTS]
+        assert calls == [] and not module.training
+        module.train()
+        calls.clear()
+        switched = forward(batch)[Columns.ACTION_DIST_INPUTS]
+        assert calls == ["eval", "train", "train"] and module.training  # eval() is train(False)
+        assert torch.equal(quiet, switched)

@@ -286,8 +286,8 @@ def test_jobshop_task_is_the_one_command_line(capsys):
         [(10, 10)], ["15x15", "20x15"], ["bc"], 20
     )  # fmt: skip
     quick = jobshop.resolve(experiment.parse_args(["--task", "jobshop", "--quick"])[1])
-    assert quick.sizes == [(6, 6)]
-    assert all(getattr(quick, k) == v for k, v in jobshop.QUICK.items() if k != "sizes")
+    assert (quick.sizes, quick.validate) == ([(6, 6)], [(8, 6)])
+    assert all(getattr(quick, k) == v for k, v in jobshop.QUICK.items() if k not in ("sizes", "validate"))
     assert jobshop.main(["--quick"]) == 2
     assert capsys.readouterr().err == jobshop.MOVED + "\n"
     assert "offline-graph experiment --task jobshop" in jobshop.MOVED

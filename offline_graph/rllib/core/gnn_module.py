@@ -305,6 +305,19 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         kind = self.gnn_config["value_based"]
         return value_train_outputs(self, batch) if kind else self._forward(batch, **kwargs)
 
+    def forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        """TorchRLModule's, without its ``eval()`` / ``train()`` walk over the submodules when
+        the module is in eval mode already (a ``GraphEnvRunner``'s module is)."""
+        if self.training:
+            return super().forward_inference(batch, **kwargs)
+        return self._forward_inference(batch, **kwargs)
+
+    def forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        """TorchRLModule's, without the mode walk in eval mode (as :meth:`forward_inference`)."""
+        if self.training:
+            return super().forward_exploration(batch, **kwargs)
+        return self._forward_exploration(batch, **kwargs)
+
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         out = super()._forward_inference(batch, **kwargs)  # no_grad + _forward
         out.pop(Columns.EMBEDDINGS, None)

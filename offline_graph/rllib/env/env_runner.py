@@ -65,6 +65,7 @@ from ray.tune.registry import ENV_CREATOR, _global_registry
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import graph_part
+from offline_graph.rllib.core.gnn_module import GNNModule
 from offline_graph.rllib.env.env_connectors import DEFAULT_MASK_KEY, graph_env_runner
 from offline_graph.rllib.env.env_to_module import fuse_env_to_module
 from offline_graph.rllib.env.module_to_env import fuse_module_to_env
@@ -220,9 +221,10 @@ def _no_op(callback: Any, which: str) -> bool:
 
 def _evaluates_itself(cls: type) -> bool:
     """Whether a module class acts through TorchRLModule's ``forward_inference`` /
-    ``forward_exploration``, which switch to eval mode for the call (and back after it)."""
+    ``forward_exploration``, which switch to eval mode for the call (and back after it), or
+    GNNModule's, which do the same unless the module is in eval mode already."""
     return all(
-        getattr(cls, name) is getattr(TorchRLModule, name)
+        getattr(cls, name) in (getattr(TorchRLModule, name), getattr(GNNModule, name))
         for name in ("forward_inference", "forward_exploration")
     )
 
