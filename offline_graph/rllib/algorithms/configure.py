@@ -58,6 +58,7 @@ from offline_graph.data.store.storage import filesystem as storage_filesystem, i
 from offline_graph.data.episodes.reader import spec_from_spaces
 from offline_graph.rllib.offline.multi_agent import module_spaces
 from offline_graph.rllib.offline.offline_data import GraphOfflineData
+from offline_graph.rllib.algorithms.learners import set_graph_learner
 from offline_graph.rllib.algorithms.algo_classes import graph_algo_class
 from offline_graph.rllib.core.model_options import default_graph_module, set_model_option
 from offline_graph.rllib.algorithms.value_configure import DEFAULT_RUN_LENGTH, value_kind, value_settings
@@ -237,6 +238,7 @@ def configure(
         set_value_model_options(cfg, kind, set_model_option)
     else:
         _set_value_head(cfg)
+        set_graph_learner(cfg)
     cfg.learner_config_dict[SETTINGS_KEY] = settings.as_dict()
     cfg.algo_class = algo_class
     return config
