@@ -14,7 +14,7 @@ import numpy as np
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.learning.arena import GraphArena
-from offline_graph.data.learning.transitions import Transitions
+from offline_graph.data.learning.transitions import Transitions, one_agent_kind
 
 _ROW_COLUMNS = ("actions", "rewards", "terminateds", "truncateds", "value_targets", "t", "env_t")
 
@@ -74,11 +74,7 @@ class TransitionBuffer:
             del self._ids[: self._ids_lo], self._agents[: self._ids_lo]
             self._ids_lo = 0
         multi = chunk.agent_ids is not None
-        if self._chunks and multi != self._multi:
-            raise ValueError(
-                "Transitions.concat: parts must be all single-agent or all multi-agent (found both). "
-                "Keep one buffer per module."
-            )
+        one_agent_kind("TransitionBuffer.add", [multi, self._multi] if self._chunks else [multi])
         entries = len(chunk.episode_ids)
         if not self._finals.reserve:  # room for about as many episodes as the buffer holds
             self._finals.reserve = -(-self.capacity * entries // len(chunk))

@@ -314,10 +314,16 @@ def _final_graphs(table: pa.Table, trans: Transitions) -> GraphColumns | None:
 
 def _all_multi_agent(parts: Sequence["Transitions"]) -> bool | None:
     """True if every part is multi-agent, None if none is; raises on a mix."""
-    flags = {p.agent_ids is not None for p in parts}
+    return one_agent_kind("Transitions.concat", [p.agent_ids is not None for p in parts])
+
+
+def one_agent_kind(where: str, multi_agent: Sequence[bool]) -> bool | None:
+    """True if every flag of ``multi_agent`` (a part is multi-agent) is set, None if none is;
+    raises on a mix (``where`` names the caller)."""
+    flags = set(multi_agent)
     if len(flags) > 1:
         raise ValueError(
-            "Transitions.concat: parts must be all single-agent or all multi-agent (found both). "
+            f"{where}: parts must be all single-agent or all multi-agent (found both). "
             "Keep one buffer per module."
         )
     return True if flags == {True} else None

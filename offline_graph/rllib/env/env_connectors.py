@@ -330,9 +330,14 @@ class TrimChoiceOutputs(ConnectorV2):
             episode = by_id.get(key[0])
             if episode is None:
                 continue
-            keep = max(1, num_choices(episode.get_observations(-1), level))
-            column[key] = [row[..., :keep] for row in rows]
+            column[key] = [own_choices(row, episode, level) for row in rows]
         return batch
+
+
+def own_choices(row: Any, episode: Any, level: str) -> Any:
+    """A selection ``ACTION_DIST_INPUTS`` row cut to the choices of ``episode``'s newest graph
+    (at least one): what :class:`TrimChoiceOutputs` stores in the episode."""
+    return row[..., : max(1, num_choices(episode.get_observations(-1), level))]
 
 
 def graph_env_to_module(pipeline: ConnectorPipelineV2, mask_key: str | None = DEFAULT_MASK_KEY) -> None:

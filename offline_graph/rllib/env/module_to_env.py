@@ -48,7 +48,7 @@ from ray.rllib.utils.spaces.space_utils import batch as batch_fn
 from ray.rllib.utils.spaces.space_utils import unbatch as unbatch_fn
 
 from offline_graph.data.graphs.spaces import selection_level
-from offline_graph.rllib.env.env_connectors import TrimChoiceOutputs, num_choices
+from offline_graph.rllib.env.env_connectors import TrimChoiceOutputs, own_choices
 from offline_graph.rllib.env.env_states import SplitNodeStates
 
 FUSED = (
@@ -169,7 +169,7 @@ def _rows_in_env_order(
         for i, eps_id in enumerate(order):
             episode = by_id.get(eps_id)
             if episode is not None:
-                logits[i] = logits[i][..., : max(1, num_choices(episode.get_observations(-1), level))]
+                logits[i] = own_choices(logits[i], episode, level)
     for name in (Columns.ACTIONS, Columns.ACTIONS_FOR_ENV):  # ListifyDataForVectorEnv
         if name in arrays:  # RLlib's batch of the rows of an array: a copy of that array
             out[name] = arrays[name].copy()
