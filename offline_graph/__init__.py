@@ -26,6 +26,7 @@ torch)::
     GNNModule                    PyG message-passing TorchRLModule
     GraphCollateFn               learner-side collate (Arrow rows -> PyG-batched tensors)
     NodeAction / EdgeAction      the action is a node / an edge of this step's graph (masked)
+    TypedGraph                   typed nodes and edges (per-type widths and counts, PyG HeteroData)
     graph_space(F, D)            Graph(node Box(F), edge Box(D) or None); with Discrete(K),
     parse_space / space_text     NodeAction, EdgeAction: the spaces of the compact texts
                                  graph:F=5,D=3 / discrete:K / node:MAX / edge:MAX
@@ -80,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     # pure core (numpy, pyarrow)
     "NodeAction": "offline_graph.data.graphs.spaces",
     "EdgeAction": "offline_graph.data.graphs.spaces",
+    "TypedGraph": "offline_graph.data.graphs.typed",
     "graph_space": "offline_graph.data.graphs.space_text",
     "parse_space": "offline_graph.data.graphs.space_text",
     "space_text": "offline_graph.data.graphs.space_text",
@@ -116,6 +118,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from offline_graph.data.graphs.graph import dict_to_graph, graph_to_dict
     from offline_graph.data.graphs.space_text import graph_space, parse_space, space_text
     from offline_graph.data.graphs.spaces import EdgeAction, NodeAction
+    from offline_graph.data.graphs.typed import TypedGraph
     from offline_graph.env.data_spaces import resolve_spaces
     from offline_graph.rllib.algorithms.offline_algorithms import GraphBC, GraphMARWIL
     from offline_graph.rllib.algorithms.value_algorithms import GraphCQL, GraphIQL
@@ -176,6 +179,7 @@ __all__ = [  # the keys of _EXPORTS, spelled out for linters and `from offline_g
     "restore_module",
     "NodeAction",
     "EdgeAction",
+    "TypedGraph",
     "graph_space",
     "parse_space",
     "space_text",

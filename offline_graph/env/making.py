@@ -18,6 +18,7 @@ import numpy as np
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import GlobalsLayout, dict_layout, graph_part
 from offline_graph.data.graphs.graph import GraphDict, graph_to_dict
+from offline_graph.data.graphs.typed import text_keys
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.user_code import load_named, load_user_policy
 
@@ -97,7 +98,7 @@ def observe(
     if layout is not None:
         parts = {key: obs[key] for key, _ in layout.parts}
         obs = obs[layout.graph_key]
-    out = graph_to_dict(obs, edge_dim) if isinstance(obs, gym.spaces.GraphInstance) else dict(obs)
+    out = graph_to_dict(obs, edge_dim) if isinstance(obs, gym.spaces.GraphInstance) else text_keys(dict(obs))
     out.update(parts)
     if mask_key is not None and info is not None and info.get(mask_key) is not None:
         out["action_mask"] = np.asarray(info[mask_key]).astype(bool).reshape(-1)

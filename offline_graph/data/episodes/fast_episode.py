@@ -277,7 +277,7 @@ def fast_episode(
     raw: RawEpisode, spec: EpisodeSpec, *, file: str | None = None, row: int | None = None
 ) -> Episode | None:
     """The validated episode, or None when the full path must decide (see module doc)."""
-    if spec.globals is not None or not _usable(raw):  # Dict spaces: the full path splits them
+    if spec.globals is not None or spec.typed is not None or not _usable(raw):  # the full path: Dict, typed
         return None
     graphs = _graphs(raw.observations, spec, _masked(raw.observations, spec))
     if graphs is None:
@@ -325,7 +325,7 @@ def fast_block(items: Sequence[Any], spec: EpisodeSpec, gamma: float) -> Transit
     names or counts exactly the bad rows). Every observation is checked, the final ones
     included, though only the first T of each episode become transitions.
     """
-    if not len(items) or spec.globals is not None:
+    if not len(items) or spec.globals is not None or spec.typed is not None:
         return None
     raws = []
     try:

@@ -255,8 +255,10 @@ def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
     from offline_graph.data.graphs.globals import globals_layout
     from offline_graph.data.graphs.graph import space_sizes
     from offline_graph.data.graphs.spaces import selection_level
+    from offline_graph.data.graphs.typed import action_node_type, typed_space
 
-    feat, edim = space_sizes(observation_space)
+    typed = typed_space(observation_space)
+    feat, edim = (0, None) if typed is not None else space_sizes(observation_space)
     if not isinstance(action_space, gym.spaces.Discrete):
         from offline_graph.data.errors import ConfigError
 
@@ -272,4 +274,6 @@ def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
         num_actions=int(action_space.n),
         action_level=selection_level(action_space),
         globals=globals_layout(observation_space),
+        typed=typed,
+        node_type=action_node_type(typed, action_space),
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from offline_graph.data.graphs.globals import GlobalsLayout
+from offline_graph.data.graphs.typed import TypedGraph
 
 
 @dataclass(frozen=True)
@@ -29,3 +30,8 @@ class EpisodeSpec:
     globals: GlobalsLayout | None = None
     """A ``Dict`` observation space's graph key and flat parts (``globals [G]`` per
     observation, :mod:`offline_graph.data.graphs.globals`); None for a plain ``Graph``."""
+    typed: TypedGraph | None = None
+    """A typed graph's space (:mod:`offline_graph.data.graphs.typed`; ``num_features`` 0 and
+    ``edge_dim`` None then); None for a plain graph."""
+    node_type: str | None = None
+    """Typed graphs with a ``NodeAction``: the node type whose nodes the action picks."""

@@ -44,6 +44,8 @@ from offline_graph.data.episodes.action_checks import check_actions_rewards
 from offline_graph.data.graphs.columns import GraphColumns, counts_to_ptr, masks_or_allowed
 from offline_graph.data.episodes.codec import RawEpisode, instance_to_dict
 from offline_graph.data.graphs.globals import GlobalsLayout, PartError, split_observation
+from offline_graph.data.graphs.typed import TypedPartError, typed_observation
+from offline_graph.data.graphs.typed_columns import TypedColumns
 from offline_graph.data.errors import GraphValidationError, where
 from offline_graph.data.episodes.spec import EpisodeSpec
 
@@ -129,6 +131,10 @@ def validate_episode(
             f"{rewards.size} rewards). The episode is truncated or mis-assembled.",
         )
     rows = None if spec.globals is None else _split_globals(obs, spec.globals, ctx)
+    if spec.typed is not None:
+        typed = _typed_graphs(obs, spec, ctx)
+        typed.globals = rows
+        return checked_episode(raw, typed, actions, rewards, spec, ctx)  # type: ignore[arg-type]
     for t, o in enumerate(obs):
         if not isinstance(o, dict) or "x" not in o or "edge_index" not in o:
             found = sorted(o, key=repr) if isinstance(o, dict) else type(o).__name__  # keys of any type
@@ -245,7 +251,29 @@ def _split_globals(obs: list[Any], layout: GlobalsLayout, ctx: Any) -> np.ndarra
     return np.stack(rows) if rows else np.zeros((0, layout.dim), np.float32)
 
 
-def _collect_masks(obs: list[Any], graphs: GraphColumns, spec: EpisodeSpec, ctx: Any) -> None:
+def _typed_graphs(obs: list[Any], spec: EpisodeSpec, ctx: Any) -> TypedColumns:
+    """The columns of a typed graph's observations, each checked against the space
+    (:func:`~offline_graph.data.graphs.typed.typed_observation`), masks collected."""
+    space = spec.typed
+    assert space is not None  # noqa: S101 (the caller's branch)
+    normalized = []
+    for t, o in enumerate(obs):
+        try:
+            normalized.append(typed_observation(instance_to_dict(o), space))
+        except TypedPartError as err:
+            raise _fail(
+                err.reason,
+                f"{ctx(t, f'observations.{err.column}')}: {err}. The observation space is "
+                f"{space!r}: every step holds each node type's x [N_t, F_t] and each edge "
+                "type's edge_index [2, E] (keys 'src__rel__dst'), as the typed-graphs guide shows.",
+            ) from None
+    graphs = TypedColumns.from_graphs(normalized, space)
+    graphs.mask_type = spec.node_type if spec.action_level == "node" else None
+    _collect_masks(obs, graphs, spec, ctx)
+    return graphs
+
+
+def _collect_masks(obs: list[Any], graphs: GraphColumns | TypedColumns, spec: EpisodeSpec, ctx: Any) -> None:
     """Check every observation's ``action_mask`` and, for selection spaces, store the masks on
     ``graphs`` (an observation without one allows every choice)."""
     raw = [o.get("action_mask") for o in obs]
@@ -310,8 +338,11 @@ def values_ok(graphs: GraphColumns) -> bool:
     return bool((top < graphs.num_nodes[has]).all())
 
 
-def check_values(graphs: GraphColumns, ctx: Any) -> None:
+def check_values(graphs: GraphColumns | TypedColumns, ctx: Any) -> None:
     """Features finite, edge indices in range; raises naming the first bad step."""
+    if isinstance(graphs, TypedColumns):
+        _check_typed_values(graphs, ctx)
+        return
     if values_ok(graphs):
         return
     _check_finite(graphs.x, graphs.node_ptr, "x", "node", "node rows", ctx)
@@ -329,3 +360,22 @@ def check_values(graphs: GraphColumns, ctx: Any) -> None:
                 f"{int(limit[j])} (found edge {graphs.edge_index[:, j].tolist()}). "
                 "edge_index holds local node indices of its own graph.",
             )
+
+
+def _check_typed_values(graphs: TypedColumns, ctx: Any) -> None:
+    """:func:`check_values` of typed graphs: each type's features finite, each edge type's
+    indices within its source / target type's nodes."""
+    for key, part in graphs.parts.items():
+        if part.x.size and not np.isfinite(part.x).all():
+            _check_finite(part.x, part.node_ptr, f"x:{key}", "node", "node rows", ctx)
+        if part.edge_attr is not None and part.edge_attr.size and not np.isfinite(part.edge_attr).all():
+            _check_finite(part.edge_attr, part.edge_ptr, f"edge_attr:{key}", "edge", "edges", ctx)
+    bad = graphs.bad_edge()
+    if bad is not None:
+        edge_type, t, row, index = bad
+        end = edge_type.split("__")[2 * row]
+        raise _fail(
+            "edge_index_range",
+            f"{ctx(t, f'edge_index:{edge_type}')}: edge indices in row {row} must be in 0..N-1 of "
+            f"node type {end!r} (found {index}). edge_index holds each type's local node indices.",
+        )

@@ -20,10 +20,14 @@ from __future__ import annotations
 import numpy as np
 
 from offline_graph.data.graphs.columns import BATCHING_RULES, MASK_COLUMNS, GraphColumns
+from offline_graph.data.graphs.typed_columns import TypedColumns, collate_typed
 
 
-def collate(graphs: GraphColumns) -> dict[str, np.ndarray]:
-    """Batch ``graphs`` into the PyG layout above; the inverse is :func:`uncollate`."""
+def collate(graphs: GraphColumns | TypedColumns) -> dict[str, np.ndarray]:
+    """Batch ``graphs`` into the PyG layout above; the inverse is :func:`uncollate`. Typed
+    graphs: :func:`~offline_graph.data.graphs.typed_columns.collate_typed`'s layout."""
+    if isinstance(graphs, TypedColumns):
+        return collate_typed(graphs)
     ptr = graphs.node_ptr - graphs.node_ptr[0]
     graph_ids = np.arange(len(graphs), dtype=np.int64)
     first_node = {  # per node / per edge: the first node index of its graph

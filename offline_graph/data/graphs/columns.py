@@ -270,7 +270,9 @@ class GraphColumns:
     @staticmethod
     def concat(parts: Sequence["GraphColumns"]) -> "GraphColumns":
         """Concatenate column sets graph-wise (a part without the mask the others have
-        contributes all-allowed entries)."""
+        contributes all-allowed entries). Typed graphs' parts concatenate as their own type's."""
+        if parts and not isinstance(parts[0], GraphColumns):
+            return type(parts[0]).concat(parts)
         if len(parts) == 1:
             return parts[0]
         columns: dict[str, np.ndarray | None] = {}

@@ -25,6 +25,9 @@ import gymnasium as gym
 import numpy as np
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.typed import TypedGraph
+
+_GRAPHS = (gym.spaces.Graph, TypedGraph)
 
 GRAPH_KEYS = ("x", "edge_index", "edge_attr", "action_mask")
 """The keys of a graph observation dict (flat parts of a flat observation must not use them)."""
@@ -62,8 +65,8 @@ def globals_layout(space: Any) -> GlobalsLayout | None:
     raises :class:`ConfigError` for any other Dict."""
     if not isinstance(space, gym.spaces.Dict) or "x" in space.spaces:
         return None
-    graphs = [k for k, s in space.spaces.items() if isinstance(s, gym.spaces.Graph)]
-    others = [(k, s) for k, s in space.spaces.items() if not isinstance(s, gym.spaces.Graph)]
+    graphs = [k for k, s in space.spaces.items() if isinstance(s, _GRAPHS)]
+    others = [(k, s) for k, s in space.spaces.items() if not isinstance(s, _GRAPHS)]
     bad = [(k, s) for k, s in others if not isinstance(s, FLAT_SPACES)]
     if len(graphs) != 1 or bad or not all(isinstance(k, str) for k, _ in others):
         found = f"{len(graphs)} Graph entries" if len(graphs) != 1 else f"{bad[0][0]!r}: {bad[0][1]!r}"

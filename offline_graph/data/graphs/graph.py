@@ -21,6 +21,7 @@ from gymnasium.spaces import GraphInstance
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import graph_part
+from offline_graph.data.graphs.typed import TypedGraph
 
 GraphDict = dict[str, np.ndarray]
 
@@ -69,11 +70,15 @@ def space_sizes(space: Any) -> tuple[int, int | None]:
 
     Accepts a ``gymnasium.spaces.Graph``, a ``Dict`` with one ``Graph`` entry and flat ones
     (its graph's sizes; :func:`~offline_graph.data.graphs.globals.globals_size` gives G), or a
-    ``Dict`` with ``x`` / ``edge_attr`` Box entries.
+    ``Dict`` with ``x`` / ``edge_attr`` Box entries. A typed graph
+    (:class:`~offline_graph.data.graphs.typed.TypedGraph`, alone or in a Dict) has a width per
+    type (its ``node_dims`` / ``edge_dims``): ``(0, None)`` here.
     """
     node_space: Any
     edge_space: Any
     space = graph_part(space)
+    if isinstance(space, TypedGraph):
+        return 0, None
     if isinstance(space, gym.spaces.Graph):
         node_space, edge_space = space.node_space, space.edge_space
     elif isinstance(space, gym.spaces.Dict) and "x" in space.spaces:

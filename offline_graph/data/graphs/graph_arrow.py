@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from offline_graph.data.graphs.columns import BATCHING_RULES, GraphColumns, counts_to_ptr
+from offline_graph.data.graphs.typed_columns import TypedColumns, table_to_typed, typed_arrays, typed_names
 
 
 def ragged_column(values: np.ndarray, ptr: np.ndarray) -> pa.ListArray:
@@ -34,11 +35,17 @@ def unragged_column(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.
     return values, offsets - offsets[0]
 
 
-def graph_arrays(graphs: GraphColumns) -> dict[str, pa.Array]:
+def graph_arrays(graphs: GraphColumns | TypedColumns, keys: tuple[str, ...] | None = None) -> dict[str, pa.Array]:
     """The ragged graph columns of ``graphs`` (one list per transition, the growing axis
-    first: ``edge_index`` edge-major); the inverse is :func:`table_to_graphs`."""
+    first: ``edge_index`` edge-major); the inverse is :func:`table_to_graphs`. Typed graphs:
+    one set per node / edge type (:mod:`~offline_graph.data.graphs.typed_columns`). ``keys``:
+    only these columns."""
+    if isinstance(graphs, TypedColumns):
+        return typed_arrays(graphs, graph_arrays)
     arrays = {}
     for key, value in graphs.present().items():
+        if keys is not None and key not in keys:
+            continue
         rule = BATCHING_RULES[key]
         ptr = graphs.choice_ptr(rule.level)
         if value.ndim == 1:
@@ -57,9 +64,18 @@ def _bool_list(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 _DTYPES = {"x": np.float32, "edge_index": np.int64, "edge_attr": np.float32, "globals": np.float32}
 
 
-def table_to_graphs(table: pa.Table, prefix: str = "") -> GraphColumns:
+def table_to_graphs(table: pa.Table, prefix: str = "") -> GraphColumns | TypedColumns:
     """The graph columns of a transition table (named ``prefix`` + ``x``, ...; no null rows)
-    as :class:`GraphColumns` (inverse of :func:`graph_arrays`)."""
+    as :class:`GraphColumns` (inverse of :func:`graph_arrays`); typed graphs' columns
+    (``x:<type>``, ...) as :class:`TypedColumns`."""
+    if typed_names(table.column_names, prefix):
+        return table_to_typed(table, prefix, _part_graphs)
+    return _part_graphs(table, table.num_rows, prefix)
+
+
+def _part_graphs(table: pa.Table, num_rows: int, prefix: str = "") -> GraphColumns:
+    """The plain graph columns (``prefix`` + ``x``, ``edge_index``, ...) of ``table``; a part
+    without nodes (a typed graph's edge type) or without edges (its node type) has empty ones."""
     columns: dict[str, np.ndarray] = {}
     ptrs: dict[str, np.ndarray] = {}
     for key, rule in BATCHING_RULES.items():
@@ -72,7 +88,10 @@ def table_to_graphs(table: pa.Table, prefix: str = "") -> GraphColumns:
         values, ptrs[rule.level] = unragged_column(column)
         values = np.ascontiguousarray(np.moveaxis(values, 0, rule.axis))
         columns[key] = values.astype(_DTYPES.get(key, values.dtype), copy=False)
-    return GraphColumns(node_ptr=ptrs["node"], edge_ptr=ptrs["edge"], **columns)
+    none = np.zeros(num_rows + 1, np.int64)
+    columns.setdefault("x", np.zeros((0, 0), np.float32))
+    columns.setdefault("edge_index", np.zeros((2, 0), np.int64))
+    return GraphColumns(node_ptr=ptrs.get("node", none), edge_ptr=ptrs.get("edge", none), **columns)
 
 
 def graph_arrays_at(graphs: GraphColumns, rows: np.ndarray, num_rows: int) -> dict[str, pa.Array]:

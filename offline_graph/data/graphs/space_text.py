@@ -4,6 +4,9 @@ Text form (``--observation-space`` / ``--action-space``, and what converted rows
 
     graph:F=5,D=3     Graph(node_space=Box(F), edge_space=Box(D))
     graph:F=5         Graph with edges without features (also graph:F=5,D=0)
+    typed:job=3,machine=2|job__fits__machine=1,machine__serves__job
+                      TypedGraph: node types with their widths | edge types (=D: features)
+    node:MAX@job      NodeAction(MAX, node_type="job") over a typed graph's node type
     discrete:K        Discrete(K): one action per graph
     node:MAX_NODES    NodeAction(MAX_NODES): the action is a node of the step's graph
     edge:MAX_EDGES    EdgeAction(MAX_EDGES): the action is an edge of the step's graph
@@ -31,6 +34,7 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import GRAPH_KEYS, GlobalsLayout, globals_layout, graph_part
 from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.data.graphs.spaces import EdgeAction, NodeAction, selection_level
+from offline_graph.data.graphs.typed import TypedGraph, parse_typed
 from offline_graph.data.episodes.validation import EpisodeSpec
 
 Role = Literal["observation", "action"]
@@ -70,6 +74,8 @@ def parse_space(text: str, role: Role) -> gym.Space:
     kind = kind.lower()
     if role == "observation" and kind == "dict":
         return _parse_dict(text, rest)
+    if role == "observation" and kind == "typed":
+        return parse_typed(rest)
     if role == "observation":
         if kind != "graph" or not rest:
             raise _bad(role, text, "an observation space is graph:F=...,D=...")
@@ -85,6 +91,9 @@ def parse_space(text: str, role: Role) -> gym.Space:
         return graph_space(_positive(role, text, fields["F"]), edge_dim or None)
     if kind not in _ACTIONS or not rest:
         raise _bad(role, text, f"kind {kind!r} is not one of {sorted(_ACTIONS)}")
+    limit, at, node_type = rest.partition("@")
+    if at and kind == "node":  # node:MAX@type: a NodeAction over a typed graph's node type
+        return NodeAction(_positive(role, text, limit), node_type=node_type.strip())
     return _ACTIONS[kind](_positive(role, text, rest))  # type: ignore[no-any-return]
 
 
@@ -98,7 +107,7 @@ def _parse_dict(text: str, rest: str) -> gym.spaces.Dict:
         kind, _, size = value.partition(":")
         if not eq or not key or key in parts:
             raise _bad("observation", text, f"{entry!r} is not key=<space>, each key once")
-        if kind == "graph":
+        if kind in ("graph", "typed"):
             parts[key] = parse_space(value, "observation")
         elif kind == "box" and size:
             shape = tuple(_positive("observation", text, d) for d in size.split("x"))
@@ -118,6 +127,8 @@ def _parse_dict(text: str, rest: str) -> gym.spaces.Dict:
 
 
 def _part_text(space: gym.Space) -> str:
+    if isinstance(space, TypedGraph):
+        return space.text()
     if isinstance(space, gym.spaces.Graph):
         feat, edim = space_sizes(space)
         return f"graph:F={feat}" + (f",D={edim}" if edim is not None else "")
@@ -139,12 +150,15 @@ def space_text(space: gym.Space) -> str:
     layout = globals_layout(space)
     if layout is not None:
         return dict_text(layout, _part_text(graph_part(space)))
+    if isinstance(space, TypedGraph):
+        return space.text()
     if isinstance(space, (gym.spaces.Graph, gym.spaces.Dict)):
         feat, edim = space_sizes(space)
         return f"graph:F={feat}" + (f",D={edim}" if edim is not None else "")
     level = selection_level(space)
     if level is not None:
-        return f"{level}:{int(space.n)}"  # type: ignore[attr-defined]
+        node_type = getattr(space, "node_type", None)
+        return f"{level}:{int(space.n)}" + ("" if node_type is None else f"@{node_type}")  # type: ignore[attr-defined]
     if isinstance(space, gym.spaces.Discrete):
         return f"discrete:{int(space.n)}"
     raise ConfigError(
@@ -157,11 +171,14 @@ def spec_texts(spec: EpisodeSpec) -> dict[str, str]:
     """``{"observation_space": ..., "action_space": ...}``: the compact texts of the spaces a
     validation spec checks against (what converted rows record in their metadata)."""
     observation = f"graph:F={spec.num_features}" + (f",D={spec.edge_dim}" if spec.edge_dim else "")
+    if spec.typed is not None:
+        observation = spec.typed.text()
     if spec.globals is not None:
         observation = dict_text(spec.globals, observation)
+    action = f"{spec.action_level or 'discrete'}:{spec.num_actions}"
     return {
         "observation_space": observation,
-        "action_space": f"{spec.action_level or 'discrete'}:{spec.num_actions}",
+        "action_space": action + ("" if spec.node_type is None else f"@{spec.node_type}"),
     }
 
 
@@ -170,7 +187,7 @@ def space_code(space: gym.Space) -> str:
     ``gymnasium.spaces.Discrete(3)``, ``offline_graph.NodeAction(64)``, ..."""
     text = space_text(space)
     kind, _, rest = text.partition(":")
-    if kind == "dict":
+    if kind in ("dict", "typed"):
         return f"offline_graph.parse_space({text!r}, 'observation')"
     if kind == "graph":
         sizes = dict(part.split("=") for part in rest.split(","))
@@ -180,7 +197,8 @@ def space_code(space: gym.Space) -> str:
         "node": "offline_graph.NodeAction",
         "edge": "offline_graph.EdgeAction",
     }
-    return f"{name[kind]}({rest})"
+    limit, at, node_type = rest.partition("@")
+    return f"{name[kind]}({limit}" + (f", node_type={node_type!r})" if at else ")")
 
 
 def _refuse_parts(obs: Any, where: str, episode_id: str) -> None:

@@ -38,8 +38,10 @@ class _SelectionAction(gym.spaces.Discrete):
             if self.level == "node":
                 return int(np.shape(obs.nodes)[0])
             return 0 if obs.edge_links is None else int(np.shape(obs.edge_links)[0])
+        node_type = getattr(self, "node_type", None)
         if self.level == "node":
-            return int(np.shape(obs["x"])[0])
+            x = obs["x"]
+            return int(np.shape(x[node_type] if node_type is not None and isinstance(x, dict) else x)[0])
         return int(np.shape(obs["edge_index"])[1])
 
     def sample(  # type: ignore[override]
@@ -82,13 +84,39 @@ class _SelectionAction(gym.spaces.Discrete):
 
 
 class NodeAction(_SelectionAction):
-    """The action is a node of this step's graph: an index in ``0..N-1`` (``N <= max_nodes``)."""
+    """The action is a node of this step's graph: an index in ``0..N-1`` (``N <= max_nodes``).
+
+    ``node_type``: for a typed graph (:class:`~offline_graph.data.graphs.typed.TypedGraph`),
+    the node type whose nodes are the choices (the index counts that type's nodes, and
+    ``action_mask`` is ``[N_type]``); None for a plain graph.
+    """
 
     level = "node"
     _arg = "max_nodes"
 
-    def __init__(self, max_nodes: int, seed: int | np.random.Generator | None = None):
+    def __init__(
+        self, max_nodes: int, seed: int | np.random.Generator | None = None, node_type: str | None = None
+    ):
+        if node_type is not None and (not isinstance(node_type, str) or not node_type):
+            raise ConfigError(
+                f"NodeAction: node_type must be a node type's name or None (found {node_type!r}). "
+                "It names the typed graph's node type whose nodes are the choices."
+            )
+        self.node_type = node_type
         super().__init__(max_nodes, seed=seed)
+
+    def __repr__(self) -> str:
+        extra = "" if self.node_type is None else f", node_type={self.node_type!r}"
+        return f"NodeAction(max_nodes={int(self.n)}{extra})"
+
+    def __eq__(self, other: Any) -> bool:
+        return super().__eq__(other) and other.node_type == self.node_type
+
+    def __hash__(self) -> int:
+        return hash(("NodeAction", int(self.n), self.node_type))
+
+    def __reduce__(self) -> Any:
+        return (NodeAction, (int(self.n), None, self.node_type))
 
     @property
     def max_nodes(self) -> int:

@@ -20,11 +20,12 @@ it contributes all-allowed entries.
 from __future__ import annotations
 
 from collections import deque
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from offline_graph.data.graphs.columns import BATCHING_RULES, MASK_COLUMNS, GraphColumns
+from offline_graph.data.graphs.typed_columns import TypedColumns
 
 LEVELS = ("graph", "node", "edge")
 _PTR = ("node", "edge")
@@ -198,3 +199,58 @@ class GraphArena:
             if dtype != store.dtype:  # as np.concatenate would promote
                 self._store[name] = store = store.astype(dtype)
         store[at : at + count] = True if value is None else value
+
+
+class TypedArena:
+    """:class:`GraphArena`'s FIFO for typed graphs: one arena per node / edge type
+    (:class:`~offline_graph.data.graphs.typed_columns.TypedColumns` parts), the extra columns
+    in the first; every part holds the same graphs in the same chunks."""
+
+    def __init__(self, keys: list[str], mask_type: str | None, reserve: int = 0) -> None:
+        self._arenas = {k: GraphArena(reserve) for k in keys}
+        self._mask_type = mask_type
+
+    @property
+    def reserve(self) -> int:
+        return next(iter(self._arenas.values())).reserve
+
+    @reserve.setter
+    def reserve(self, value: int) -> None:
+        for arena in self._arenas.values():
+            arena.reserve = int(value)
+
+    def __len__(self) -> int:
+        return len(next(iter(self._arenas.values())))
+
+    def push(self, graphs: TypedColumns, extra: Mapping[str, np.ndarray]) -> None:
+        if list(graphs.parts) != list(self._arenas):
+            raise ValueError(
+                f"TypedArena.push: chunks must have the same node and edge types (found "
+                f"{list(graphs.parts)} after {list(self._arenas)}). Keep one buffer per kind of data."
+            )
+        for i, (key, arena) in enumerate(self._arenas.items()):
+            arena.push(graphs.parts[key], extra if i == 0 else {})
+
+    def pop(self) -> None:
+        for arena in self._arenas.values():
+            arena.pop()
+
+    def _joined(self, each: Any) -> tuple[TypedColumns, dict[str, np.ndarray]]:
+        parts, extra = {}, {}
+        for i, (key, arena) in enumerate(self._arenas.items()):
+            parts[key], more = each(arena)
+            extra = more if i == 0 else extra
+        return TypedColumns(parts, self._mask_type), extra
+
+    def take(self, idx: np.ndarray) -> tuple[TypedColumns, dict[str, np.ndarray]]:
+        return self._joined(lambda arena: arena.take(idx))
+
+    def view(self) -> tuple[TypedColumns, dict[str, np.ndarray]]:
+        return self._joined(lambda arena: arena.view())
+
+
+def arena_for(graphs: GraphColumns | TypedColumns, reserve: int = 0) -> GraphArena | TypedArena:
+    """An empty arena for chunks like ``graphs``."""
+    if isinstance(graphs, TypedColumns):
+        return TypedArena(list(graphs.parts), graphs.mask_type, reserve)
+    return GraphArena(reserve)

@@ -13,7 +13,8 @@ import numpy as np
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.columns import GraphColumns
-from offline_graph.data.learning.arena import GraphArena
+from offline_graph.data.graphs.typed_columns import TypedColumns
+from offline_graph.data.learning.arena import GraphArena, TypedArena, arena_for
 from offline_graph.data.learning.transitions import Transitions, one_agent_kind
 
 _ROW_COLUMNS = ("actions", "rewards", "terminateds", "truncateds", "value_targets", "t", "env_t")
@@ -38,8 +39,8 @@ class TransitionBuffer:
             )
         self.capacity = int(capacity)
         self._rng = np.random.default_rng(seed)
-        self._rows = GraphArena(reserve=self.capacity)  # observations + per-transition columns
-        self._finals = GraphArena()  # per episode entry: its final observation
+        self._rows: GraphArena | TypedArena = GraphArena(reserve=self.capacity)  # obs + per-row columns
+        self._finals: GraphArena | TypedArena = GraphArena()  # per episode entry: its final observation
         self._ids: list[str] = []  # episode ids (entries) from self._ids_lo on
         self._agents: list[Any] = []
         self._ids_lo = 0
@@ -76,6 +77,9 @@ class TransitionBuffer:
         multi = chunk.agent_ids is not None
         one_agent_kind("TransitionBuffer.add", [multi, self._multi] if self._chunks else [multi])
         entries = len(chunk.episode_ids)
+        if not self._chunks and isinstance(chunk.obs, TypedColumns) != isinstance(self._rows, TypedArena):
+            self._rows = arena_for(chunk.obs, self.capacity)  # the kind of graphs sets the arenas
+            self._finals = arena_for(chunk.obs)
         if not self._finals.reserve:  # room for about as many episodes as the buffer holds
             self._finals.reserve = -(-self.capacity * entries // len(chunk))
         extra = {k: v for k in _ROW_COLUMNS if (v := getattr(chunk, k)) is not None}

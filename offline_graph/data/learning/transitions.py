@@ -70,6 +70,18 @@ BOOKKEEPING_COLUMNS = (
 )
 
 
+def column_kind(name: str) -> str:
+    """A row column's kind: a typed graph's ``x:job`` -> ``x`` (``final_x:job`` -> ``final_x``),
+    any other name itself (the names the column lists above hold)."""
+    return name.partition(":")[0]
+
+
+def is_bookkeeping(name: str) -> bool:
+    """Whether the BC / MARWIL losses never read column ``name`` (:data:`BOOKKEEPING_COLUMNS`,
+    a typed graph's final columns too)."""
+    return column_kind(name) in BOOKKEEPING_COLUMNS
+
+
 @dataclass
 class Transitions:
     """Columnar transitions (see the module docstring for the fields)."""
@@ -282,7 +294,7 @@ class Transitions:
             finals = graph_arrays_at(self.final_obs.take(self.episode_index[ends]), ends, len(self))
             arrays.update({FINAL + k: v for k, v in finals.items()})
         if columns is not None:
-            arrays = {k: v for k, v in arrays.items() if k in columns}
+            arrays = {k: v for k, v in arrays.items() if column_kind(k) in columns}
         return pa.table(arrays)
 
 
@@ -290,9 +302,10 @@ def _final_graphs(table: pa.Table, trans: Transitions) -> GraphColumns | None:
     """The ``final_*`` columns of converted rows -> one graph per entry of ``trans`` (module
     doc); None without them, or when a row that ends an episode has none (rows of an older
     convert in the same batch)."""
-    if FINAL + "x" not in table.column_names:
+    first = next((c for c in table.column_names if column_kind(c) == FINAL + "x"), None)
+    if first is None:
         return None
-    has = table.column(FINAL + "x").is_valid().to_numpy(zero_copy_only=False)
+    has = table.column(first).is_valid().to_numpy(zero_copy_only=False)
     ends = trans.terminateds | trans.truncateds
     if (has & ~ends).any():
         row = int(np.flatnonzero(has & ~ends)[0])
@@ -348,6 +361,11 @@ def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
     def ragged(t: pa.DataType, width: int) -> pa.DataType:
         return pa.list_(pa.list_(t, width))
 
+    if spec.typed is not None:
+        fields = [pa.field("actions", pa.int64()), *_typed_fields(spec, ragged)]
+        graphs = list(fields[1:])
+        fields += STEP_FIELDS
+        return pa.schema(fields + [pa.field(FINAL + f.name, f.type, nullable=True) for f in graphs])
     fields = [
         pa.field("actions", pa.int64()),
         pa.field("x", ragged(pa.float32(), spec.num_features)),
@@ -364,6 +382,23 @@ def transition_schema(spec: "EpisodeSpec") -> pa.Schema:
     return pa.schema(fields + [pa.field(FINAL + f.name, f.type, nullable=True) for f in graphs])
 
 
+def _typed_fields(spec: "EpisodeSpec", ragged: Any) -> list[pa.Field]:
+    """A typed graph's columns in :func:`graph_arrays`' order (``<column>:<part>``)."""
+    assert spec.typed is not None  # noqa: S101 (the caller's branch)
+    fields = []
+    for i, (name, feat) in enumerate(spec.typed.node_dims.items()):
+        fields.append(pa.field(f"x:{name}", ragged(pa.float32(), feat)))
+        if spec.action_level == "node" and spec.node_type == name:
+            fields.append(pa.field(f"node_mask:{name}", pa.list_(pa.bool_())))
+        if i == 0 and spec.globals is not None:
+            fields.append(pa.field("globals", ragged(pa.float32(), spec.globals.dim)))
+    for name, dim in spec.typed.edge_dims.items():
+        fields.append(pa.field(f"edge_index:{name}", ragged(pa.int64(), 2)))
+        if dim is not None:
+            fields.append(pa.field(f"edge_attr:{name}", ragged(pa.float32(), dim)))
+    return fields
+
+
 def table_to_batch(table: pa.Table, drop: Sequence[str] = BOOKKEEPING_COLUMNS) -> dict[str, object]:
     """A transition table -> ``{"actions", "obs": {x, edge_index, [edge_attr], batch, ptr}, ...}``.
 
@@ -373,7 +408,8 @@ def table_to_batch(table: pa.Table, drop: Sequence[str] = BOOKKEEPING_COLUMNS) -
     out: dict[str, object] = {"actions": table.column("actions").to_numpy()}
     out["obs"] = collate(table_to_graphs(table))
     for name in table.column_names:
-        if name in GRAPH_COLUMNS or name == "actions" or name in drop:
+        kind = column_kind(name)
+        if kind in GRAPH_COLUMNS or name == "actions" or kind in drop:
             continue
         out[name] = table.column(name).to_numpy()
     return out

@@ -1,6 +1,7 @@
 """Q networks over PyG-batched graphs, for value-based offline RL (IQL, CQL) in ``GNNModule``.
 
-A :class:`QNetwork` is its own :class:`~offline_graph.rllib.core.gnn_layers.GraphEncoder` plus one
+A :class:`QNetwork` is its own :class:`~offline_graph.rllib.core.gnn_layers.GraphEncoder` (or
+:class:`~offline_graph.rllib.core.hetero.TypedGraphEncoder` for typed graphs) plus one
 or two Q heads (twin Q) and optionally a state-value head, all reading one encoding of the
 batch's graphs (one GNN pass per network per update). Q values use the layout of the policy's
 action distribution inputs:
@@ -27,6 +28,7 @@ from torch import nn
 
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.rllib.core.gnn_layers import GraphEncoder, GraphEncoding, mlp
+from offline_graph.rllib.core.hetero import TypedGraphEncoder
 from offline_graph.rllib.core.selection import (
     OUTPUT_KEY,
     SelectionHead,
@@ -130,7 +132,7 @@ class QNetwork(nn.Module):
 
     def __init__(
         self,
-        encoder: GraphEncoder,
+        encoder: GraphEncoder | TypedGraphEncoder,
         action_space: gym.Space,
         edge_dim: int | None,
         head_hidden: int,

@@ -24,8 +24,16 @@ from torch import nn
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import globals_size
 from offline_graph.data.graphs.graph import space_sizes
+from offline_graph.data.graphs.typed import typed_space
 from offline_graph.rllib.core.critic import QNetwork, value_train_outputs
 from offline_graph.rllib.core.gnn_layers import POOLS, GraphEncoder, GraphEncoding, mlp
+from offline_graph.rllib.core.hetero import (
+    TypedGraphEncoder,
+    action_node_type,
+    refuse_node_types_key,
+    resolve_typed_config,
+    typed_encoder_of,
+)
 from offline_graph.rllib.core.memory import MEMORY_KINDS, build_temporal, is_run_layout
 from offline_graph.rllib.core.settings import CONVS
 from offline_graph.rllib.core.selection import SelectionHead, TorchChoiceCategorical
@@ -41,12 +49,14 @@ def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[
     if dataclasses.is_dataclass(model_config) and not isinstance(model_config, type):
         model_config = dataclasses.asdict(model_config)
     mc = dict(model_config or {})
-    _, edge_dim = space_sizes(observation_space)
+    typed = typed_space(observation_space)
+    edge_dim = None if typed is not None else space_sizes(observation_space)[1]
+    conv = "sage" if typed is not None else "gine" if edge_dim is not None else "gin"
     bag = bool(mc.get("bag_of_nodes", False))
     cfg = {
         "hidden": mc.get("hidden", 64),
         "layers": mc.get("layers", 2),
-        "conv": mc.get("conv") or ("gine" if edge_dim is not None else "gin"),
+        "conv": mc.get("conv") or conv,
         "pool": mc.get("pool") or ("mean" if bag else "meanmax"),
         "head_hidden": mc.get("head_hidden", 64),
         "value_head": bool(mc.get("value_head", float(mc.get("beta") or 0.0) > 0.0)),
@@ -91,6 +101,9 @@ def resolve_gnn_config(model_config: Any, observation_space: gym.Space) -> dict[
         raise ConfigError(f"{_WHERE}: 'conv' must be one of {CONVS} (found {cfg['conv']!r}).")
     if cfg["pool"] not in POOLS:
         raise ConfigError(f"{_WHERE}: 'pool' must be one of {tuple(POOLS)} (found {cfg['pool']!r}).")
+    if typed is not None:  # `conv` is not read: SAGEConv / GINEConv per edge type
+        return resolve_typed_config(cfg, mc, typed)
+    refuse_node_types_key(mc)
     if cfg["conv"] == "gine" and edge_dim is None and not bag:
         raise ConfigError(
             f"{_WHERE}: 'conv' must not be 'gine' when the observation space has no edge "
@@ -129,7 +142,7 @@ class GraphLogitsHead(nn.Module):
 
 def build_policy_head(
     action_space: gym.Space,
-    encoder: GraphEncoder,
+    encoder: GraphEncoder | TypedGraphEncoder,
     head_hidden: int,
     edge_dim: int | None = None,
     graph_dim: int | None = None,
@@ -199,6 +212,13 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     :class:`~offline_graph.rllib.core.selection.TorchChoiceCategorical` for training, inference
     and exploration. Actions are local indices ``0..N_b-1`` (``0..E_b-1``).
 
+    Typed graphs (``observation_space`` a :class:`~offline_graph.data.graphs.typed.TypedGraph` or a
+    ``Dict`` of one and flat parts): :class:`~offline_graph.rllib.core.hetero.TypedGraphEncoder`
+    (per-type projections, ``HeteroConv`` of SAGEConv / GINEConv per edge type; ``conv`` is not
+    read); ``node_types`` (all) lists the node types read (and the edges among them); actions are
+    ``Discrete(k)`` or ``NodeAction(max_nodes, node_type=t)``; ``memory``, ``frame_stack`` > 1,
+    ``bag_of_nodes`` and ``EdgeAction`` raise :class:`~offline_graph.data.errors.ConfigError`.
+
     Memory over time (:mod:`offline_graph.rllib.core.memory`; keys ``frame_stack`` (int >= 1,
     default 1), ``memory`` (None, "gru", "node_gru"; not with ``frame_stack > 1``) and RLlib's
     ``max_seq_len`` (int >= 1, only validated here; the data path cuts runs with it)). A
@@ -243,9 +263,16 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             )
         cfg = resolve_gnn_config(self.model_config, self.observation_space)
         self.gnn_config = cfg
-        in_dim, edge_dim = space_sizes(self.observation_space)
-        globals_dim = globals_size(self.observation_space) if cfg["globals"] else 0
-        self._encoder = encoder_of(cfg, in_dim, edge_dim, globals_dim)
+        space, act = self.observation_space, self.action_space
+        if typed_space(space) is not None:  # hetero.py
+            edge_dim = None
+            new_encoder: Any = lambda: typed_encoder_of(cfg, space, act)  # noqa: E731
+        else:
+            action_node_type(act, None, None)  # refuses NodeAction(node_type=...)
+            in_dim, edge_dim = space_sizes(space)
+            globals_dim = globals_size(space) if cfg["globals"] else 0
+            new_encoder = lambda: encoder_of(cfg, in_dim, edge_dim, globals_dim)  # noqa: E731
+        self._encoder = new_encoder()
         self._memory = build_temporal(cfg, self._encoder.hidden, self._encoder.out_dim)
         graph_dim = self._encoder.out_dim if self._memory is None else self._memory.out_dim
         if cfg["value_based"] == "cql":  # the policy is the Q network's (masked) argmax
@@ -257,7 +284,7 @@ class GNNModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
                 self.action_space, self._encoder, cfg["head_hidden"], edge_dim, graph_dim=graph_dim
             )
         if cfg["value_based"] == "iql":
-            critic_encoder = encoder_of(cfg, in_dim, edge_dim, globals_dim)
+            critic_encoder = new_encoder()
             num_q = 2 if cfg["twin_q"] else 1
             self._critic = QNetwork(
                 critic_encoder, self.action_space, edge_dim, cfg["head_hidden"], num_q, True

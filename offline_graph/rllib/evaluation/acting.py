@@ -17,6 +17,8 @@ from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import dict_layout, with_globals
 from offline_graph.data.graphs.graph import GraphDict
 from offline_graph.data.graphs.spaces import selection_level
+from offline_graph.data.graphs.typed import TypedGraph, typed_observation, typed_space
+from offline_graph.data.graphs.typed_columns import TypedColumns
 from offline_graph.rllib.core.stepwise import StepStates
 from offline_graph.rllib.env.module_to_env import argmax_is_greedy
 
@@ -62,14 +64,21 @@ def obs_batch(
     edge_dim: int | None,
     device: Any = None,
     mask_level: str | None = None,
+    typed: tuple[TypedGraph, str | None] | None = None,
 ) -> dict:
     """``{Columns.OBS: {x, edge_index, [edge_attr], batch, ptr, [action_mask]}}`` torch
     tensors of a list of observation dicts (the learner's batch layout, see
-    :mod:`offline_graph.data.graphs.collate`); ``mask_level`` "node" / "edge" batches ``action_mask``."""
+    :mod:`offline_graph.data.graphs.collate`); ``mask_level`` "node" / "edge" batches ``action_mask``.
+    ``typed``: (the space, the NodeAction's node type) of typed graphs, batched per type."""
     import torch
     from ray.rllib.core.columns import Columns
 
-    batched = collate(GraphColumns.from_graphs(list(observations), edge_dim, mask_level))
+    if typed is not None:
+        space, node_type = typed
+        graphs: Any = TypedColumns.from_graphs([typed_observation(o, space) for o in observations], space, node_type)
+    else:
+        graphs = GraphColumns.from_graphs(list(observations), edge_dim, mask_level)
+    batched = collate(graphs)
     return {
         Columns.OBS: {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batched.items()}
     }
@@ -94,8 +103,10 @@ def greedy_actions(
     observations = [with_globals(o, layout) for o in observations]
     level = selection_level(getattr(module, "action_space", None))
     device = module_device(module)
+    typed = typed_space(getattr(module, "observation_space", None))
+    kind = None if typed is None else (typed, getattr(module.action_space, "node_type", None))
     with torch.no_grad():
-        batch = obs_batch(observations, edge_dim, device, level)
+        batch = obs_batch(observations, edge_dim, device, level, kind)
         if states is not None:
             batch[Columns.STATE_IN] = states.batch(slots, observations, device)
         out = module.forward_inference(batch)

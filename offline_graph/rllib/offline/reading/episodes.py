@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.learning.transitions import LEARNER_COLUMNS, Transitions, transition_schema
 from offline_graph.rllib.offline.reading.base import Reading
 
@@ -21,6 +22,8 @@ KEEP = LEARNER_COLUMNS
 def keep_columns(sample: Transitions) -> list[str]:
     """The :data:`KEEP` columns ``sample`` has (``edge_attr``, the masks and ``globals`` are
     optional)."""
+    if not isinstance(sample.obs, GraphColumns):  # typed graphs: each part's own columns
+        return list(KEEP)
     cols = ["actions", "x", "edge_index", "value_targets"]
     if sample.obs.edge_attr is not None:
         cols.append("edge_attr")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from offline_graph.data.learning.transitions import BOOKKEEPING_COLUMNS
+from offline_graph.data.learning.transitions import is_bookkeeping
 from offline_graph.rllib.offline.reading.base import Reading
 
 
@@ -24,7 +24,7 @@ class RowTransitions(Reading):
 
     def read(self, batch: Any) -> int:
         table = self.read_rows(batch)
-        self._table = table.select([c for c in table.column_names if c not in BOOKKEEPING_COLUMNS])
+        self._table = table.select([c for c in table.column_names if not is_bookkeeping(c)])
         return self._table.num_rows
 
     def ready(self) -> bool:

@@ -18,7 +18,7 @@ import dataclasses
 
 import pyarrow as pa
 
-from offline_graph.data.learning.transitions import GRAPH_COLUMNS, transition_schema
+from offline_graph.data.learning.transitions import GRAPH_COLUMNS, column_kind, transition_schema
 from offline_graph.data.learning.value_runs import (
     MARKER,
     STEP_COLUMNS,
@@ -49,5 +49,5 @@ class ValueRuns(BufferedRuns):
         assert self.spec is not None  # noqa: S101
         schema = transition_schema(self.spec)
         fields = [pa.field(n, pa.list_(schema.field(n).type)) for n in STEP_COLUMNS]
-        fields += [pa.field(f.name, pa.list_(f.type)) for f in schema if f.name in GRAPH_COLUMNS]
+        fields += [pa.field(f.name, pa.list_(f.type)) for f in schema if column_kind(f.name) in GRAPH_COLUMNS]
         return pa.schema(fields + [pa.field(MARKER, pa.int32())]).empty_table()
