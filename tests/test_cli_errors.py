@@ -105,7 +105,10 @@ def test_record_unknown_env_is_one_line_exit_2(tmp_path, capsys):
         "offline-graph record: make_env: env must be a registered gymnasium id or module:Class "
         "(found 'nope-v0': Environment `nope` doesn't exist."
     )
-    assert "this package's envs: offline_graph/Channel-v0, offline_graph/Graph-v0, " in err
+    assert (
+        "this package's envs: offline_graph/Channel-v0, offline_graph/Dispatch-v0, "
+        "offline_graph/Graph-v0, " in err
+    )
     assert err.count("\n") == 1
     assert main(f"record --env offline_graph.env:Nope --episodes 1 --output {out}".split()) == 2
     assert capsys.readouterr().err == (

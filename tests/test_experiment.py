@@ -264,7 +264,9 @@ def test_command_line_tasks_and_old_names(capsys):
     with pytest.raises(SystemExit) as info:
         experiment.parse_args(["--task", "maze", "--output", "x"])
     assert info.value.code == 2
-    expected = "--task must be one of ['graph', 'team', 'stitch', 'jobshop', 'channel'] (found 'maze')"
+    expected = (
+        "--task must be one of ['graph', 'team', 'stitch', 'jobshop', 'channel', 'dispatch'] (found 'maze')"
+    )
     assert expected in capsys.readouterr().err
 
 

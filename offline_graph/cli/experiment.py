@@ -1,6 +1,7 @@
-"""``offline-graph experiment --task graph|team|stitch|jobshop|channel``: a learning-quality table (rows of
-algorithms on logged data sets, each trained with seeds ``0..S-1``), by the one runner of
-:mod:`offline_graph.cli.experiments` from the task's declared spec.
+"""``offline-graph experiment --task graph|team|stitch|jobshop|channel|dispatch``: a
+learning-quality table (rows of algorithms on logged data sets, each trained with seeds
+``0..S-1``), by the one runner of :mod:`offline_graph.cli.experiments` from the task's declared
+spec.
 
 Usage::
 
@@ -10,6 +11,7 @@ Usage::
     offline-graph experiment --quick --output /tmp/quick         # a smoke run (~1-2 min)
     offline-graph experiment --task jobshop --quick --output r.json  # job-shop, Taillard gaps
     offline-graph experiment --task channel --output runs/channel  # Channel-v0: graph-level parts
+    offline-graph experiment --task dispatch --output runs/dispatch  # Dispatch-v0: typed graphs
 
 ``--task`` picks the table (default ``graph``; ``jobshop`` writes a results JSON, ``--output
 r.json``, and its two PNGs beside it); every other option is the task's own (``offline-graph

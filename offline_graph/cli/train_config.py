@@ -83,6 +83,9 @@ class Config:
     graph_only: bool = False
     """Ignore the graph-level parts of a Dict observation space (model_config globals=False):
     the baseline that sees the graph alone."""
+    node_types: list[str] | None = None
+    """Typed graphs: the node types the module reads (model_config node_types; it then sees
+    only those nodes and the edges between them). Default: every node type."""
     frame_stack: int = field(default=1, metadata=bounded(1, hint="1 is one graph per decision."))
     """Stacked frames: the policy at step t sees the graphs of steps t-K+1..t."""
     memory: Literal["gru", "node_gru"] | None = None
@@ -218,6 +221,8 @@ def algo_config(cfg: Config) -> tuple[Any, dict[str, Any]]:
         model_config["conv"] = cfg.conv
     if cfg.graph_only:
         model_config["globals"] = False
+    if cfg.node_types is not None:
+        model_config["node_types"] = list(cfg.node_types)
     if cfg.frame_stack > 1 or cfg.memory:
         model_config.update(frame_stack=cfg.frame_stack, memory=cfg.memory, max_seq_len=cfg.max_seq_len)
     config: Any = {"bc": BCConfig, "marwil": MARWILConfig, "iql": IQLConfig, "cql": CQLConfig}[cfg.algo]()

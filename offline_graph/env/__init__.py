@@ -5,7 +5,9 @@ Importing this package registers the envs with gymnasium: ``"offline_graph/Graph
 (:mod:`~offline_graph.env.next_hop`) and ``"offline_graph/GrowTree-v0"``
 (:mod:`~offline_graph.env.grow_tree`), the stitching task ``"offline_graph/Stitch-v0"``
 (:mod:`~offline_graph.env.stitch`), the memory task ``"offline_graph/Recall-v0"``
-(:mod:`~offline_graph.env.recall`) and job-shop scheduling ``"offline_graph/JobShop-v0"``
+(:mod:`~offline_graph.env.recall`), the graph-level parts task ``"offline_graph/Channel-v0"``
+(:mod:`~offline_graph.env.channel`), the typed-graph task ``"offline_graph/Dispatch-v0"``
+(:mod:`~offline_graph.env.typed.dispatch`) and job-shop scheduling ``"offline_graph/JobShop-v0"``
 (:mod:`~offline_graph.env.jobshop`: L2D's MDP, Taillard's instances, dispatching rules).
 """
 
@@ -90,6 +92,15 @@ if CHANNEL_ID not in gym.registry:
     gym.register(id=CHANNEL_ID, entry_point="offline_graph.env.channel:ChannelEnv")
 
 __all__ += ["CHANNEL_ID", "ChannelConfig", "ChannelEnv", "channel_expert"]
+
+# A typed (heterogeneous) graph of jobs and machines (offline_graph.env.typed.dispatch).
+from offline_graph.env.typed.dispatch import DispatchConfig, DispatchEnv, dispatch_expert  # noqa: E402
+
+DISPATCH_ID = "offline_graph/Dispatch-v0"
+if DISPATCH_ID not in gym.registry:
+    gym.register(id=DISPATCH_ID, entry_point="offline_graph.env.typed.dispatch:DispatchEnv")
+
+__all__ += ["DISPATCH_ID", "DispatchConfig", "DispatchEnv", "dispatch_expert"]
 
 # Job-shop scheduling, L2D's MDP (offline_graph.env.jobshop; the CP-SAT expert needs ortools).
 from offline_graph.env.jobshop import JOBSHOP_FEATURES, JobShopConfig, JobShopEnv  # noqa: E402

@@ -18,7 +18,7 @@ import numpy as np
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import GlobalsLayout, dict_layout, graph_part
 from offline_graph.data.graphs.graph import GraphDict, graph_to_dict
-from offline_graph.data.graphs.typed import text_keys
+from offline_graph.data.graphs.typed import TypedGraph, text_keys
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.user_code import load_named, load_user_policy
 
@@ -51,11 +51,11 @@ def make_env(env: str = DEFAULT_ENV, env_config: dict | None = None) -> gym.Env:
                 f"{err}). Register it with gymnasium.register (imported before the command runs) "
                 f"or pass module:Class; this package's envs: {', '.join(ours)}."
             ) from err
-    if not isinstance(graph_part(instance.observation_space), gym.spaces.Graph):
+    if not isinstance(graph_part(instance.observation_space), (gym.spaces.Graph, TypedGraph)):
         raise ConfigError(
-            f"record: env {env!r} observation space must be gymnasium.spaces.Graph or a Dict "
-            f"with one (found {instance.observation_space!r}). Wrap the env so it returns "
-            "GraphInstance observations."
+            f"record: env {env!r} observation space must be gymnasium.spaces.Graph, "
+            f"offline_graph.TypedGraph or a Dict with one (found {instance.observation_space!r}). "
+            "Wrap the env so it returns GraphInstance (or typed graph dict) observations."
         )
     return instance
 

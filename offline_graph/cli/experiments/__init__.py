@@ -1,9 +1,10 @@
 """``offline-graph experiment``'s tables as data: one runner (:mod:`.runner`) and one small
 declared spec per task (a :class:`~offline_graph.cli.experiments.spec.Task` in a module of its
-own: ``graph``, ``team``, ``stitch``, ``jobshop``, ``channel``): its env, options, logged data, rows, trainer,
-baselines and targets. results.json / results.md / learning_curves.png are written the same way
-for every task whose table is the runner's; ``jobshop`` (gaps per Taillard group) declares its
-own ``run``. A new task is a new module here and a line in :data:`TASKS`."""
+own: ``graph``, ``team``, ``stitch``, ``jobshop``, ``channel``, ``dispatch``): its env,
+options, logged data, rows, trainer, baselines and targets. results.json / results.md /
+learning_curves.png are written the same way for every task whose table is the runner's;
+``jobshop`` (gaps per Taillard group) declares its own ``run``. A new task is a new module here
+and a line in :data:`TASKS`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import importlib
 
 from offline_graph.cli.experiments.spec import Task
 
-TASKS = ("graph", "team", "stitch", "jobshop", "channel")
+TASKS = ("graph", "team", "stitch", "jobshop", "channel", "dispatch")
 """The tasks of ``offline-graph experiment --task`` (the first is the default)."""
 
 

@@ -74,6 +74,9 @@ class Row:
     bag_of_nodes: bool = False
     graph_only: bool = False
     """The module ignores the graph-level parts of a Dict observation (``--graph-only``)."""
+    node_types: tuple[str, ...] | None = None
+    """Typed graphs: the node types the module reads (``--node-types``; None: all). A task's
+    ``settings`` passes it on (``node_types=row.node_types``)."""
 
     @property
     def label(self) -> str:
@@ -83,6 +86,7 @@ class Row:
             name
             + (", bag of nodes" if self.bag_of_nodes else ", GNN")
             + (", graph only" if self.graph_only else "")
+            + ("" if self.node_types is None else f", {'/'.join(self.node_types)} nodes only")
         )
 
 

@@ -38,6 +38,8 @@ from offline_graph.data.store import storage
 from offline_graph.data.store.files import ScanBuilder, episode_table, list_files, read_episode_table
 from offline_graph.data.store.format import open_with_metadata
 from offline_graph.data.episodes.validation import Episode, EpisodeSpec, validate_episode
+from offline_graph.data.analysis.stats_table import format_table as format_table  # the table, re-exported
+from offline_graph.data.analysis.typed_stats import metadata_typed, typed_bytes, typed_spec
 from offline_graph.data.graphs.globals import GlobalsLayout, globals_layout
 
 PERCENTILES = (50, 90, 99)
@@ -124,8 +126,14 @@ class Collected:
     """"node" / "edge" when the episodes record action masks (selection actions)."""
     rejected: Counter = field(default_factory=Counter)
     first_error: dict[str, str] = field(default_factory=dict)
+    typed: Any = None
+    """A typed graph's space (:mod:`offline_graph.data.analysis.typed_stats`), None otherwise."""
+    parts: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    """Typed graphs: per node / edge type, its counts of all T+1 observations per episode."""
 
     def add(self, ep: Episode, spec: EpisodeSpec) -> None:
+        for key, part in getattr(ep.obs, "parts", {}).items():  # typed graphs
+            self.parts.setdefault(key, []).append(np.diff(part.edge_ptr if "__" in key else part.node_ptr))
         self.returns.append(float(np.sum(ep.rewards, dtype=np.float64)))
         self.lengths.append(len(ep))
         self.terminated += int(ep.terminated)
@@ -174,10 +182,12 @@ def collect(
         col.files.append(file)
         col.versions.add(int(meta["version"]))
         layout = metadata_layout(meta)
+        typed, node_type = metadata_typed(meta)
         for row, item in enumerate(items):
             try:
                 raw = decode_state(item, file=file, row=row)
-                spec = spec_from_raw(raw, layout)
+                spec = typed_spec(spec_from_raw(raw, layout), raw, typed, node_type)
+                col.typed = spec.typed
                 ep = validate_episode(raw, spec, file=file, row=row)
                 _check_spec(spec, col, where(file=file, row=row, episode_id=ep.id))
             except OfflineGraphError as err:
@@ -247,6 +257,11 @@ def summarize(col: Collected, n_max: int | None = None) -> dict[str, Any]:
     rep_n = obs_n_max if n_max is None else int(n_max)
     box = box_padded_bytes(obs_n_max, obs_e_max, feat, edim) + flat
     rep = repeated_padded_bytes(rep_n, feat, edim) + flat
+    if col.typed is not None:  # each type's real counts; padded: each type to its largest count
+        parts = {k: np.concatenate(v) for k, v in col.parts.items()}
+        real, box, largest = typed_bytes(parts, col.typed, keep)
+        real, box, rep = real + flat, box + flat, box + flat
+        out["typed"] = {"space": col.typed.text(), "largest": largest}
     out.update(
         {
             "transitions": transitions,
@@ -325,75 +340,3 @@ def _first_is_multi_agent(table: Any, files: list[str], meta: dict[str, Any]) ->
         return is_multi_agent(unpack(table.column("item")[0].as_py()))
     except Exception:  # an undecodable first row: the single-agent path names it
         return False
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit, size in (("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def format_table(s: dict[str, Any]) -> str:
-    """A small human-readable table of :func:`summarize`'s numbers."""
-    if s.get("multi_agent"):
-        from offline_graph.data.analysis.ma_stats import format_multi_agent_table
-
-        return format_multi_agent_table(s)
-    rows = [
-        ("files", str(s["files"])),
-        ("format version", ", ".join(str(v) for v in s["format_version"]) or "-"),
-        ("episodes", str(s["episodes"])),
-        ("transitions", str(s["transitions"])),
-    ]
-    if s.get("spaces"):  # set by `offline-graph inspect` (offline_graph.env.data_spaces)
-        sp = s["spaces"]
-        rows.append(("spaces", f"{sp['observation_space']} / {sp['action_space']} ({sp['source']})"))
-    if s["episodes_rejected"]:
-        reasons = ", ".join(f"{k}={v}" for k, v in s["rejected_by_reason"].items())
-        rows.append(("rejected", f"{s['episodes_rejected']} ({reasons})"))
-    if s["episodes"]:
-        r = s["return"]
-        rows += [
-            ("return", f"mean {r['mean']:.3f}  min {r['min']:.3f}  max {r['max']:.3f}"),
-            ("terminated / truncated", f"{s['terminated']} / {s['truncated']}"),
-            ("F / D / k", f"{s['num_features']} / {s['edge_dim']} / {s['num_actions']}"),
-        ]
-        if s.get("action_level"):
-            rows[-1] = (
-                "F / D / actions",
-                f"{s['num_features']} / {s['edge_dim']} / "
-                f"{s['action_level']} selection with masks (largest action "
-                f"{s['num_actions'] - 1})",
-            )
-        if s.get("globals_dim"):
-            rows.append(
-                ("graph-level parts G", f"{s['globals_dim']} float32 per observation (one row per graph)")
-            )
-        for name in ("nodes", "edges"):
-            p = s[name]
-            rows.append((f"{name} per obs", "  ".join(f"{k} {v:g}" for k, v in p.items())))
-        real = s["bytes_per_transition"]
-        box, rep = s["padded_box"], s["padded_repeated"]
-        rows += [
-            ("bytes / transition", f"{real:.1f} ({_fmt_bytes(real)})"),
-            (
-                f"padded Box (N={box['n_max']}, E={box['e_max']})",
-                (
-                    f"{box['bytes_per_transition']} "
-                    f"({_fmt_bytes(box['bytes_per_transition'])})  {box['x_fold']:.1f}x real"
-                ),
-            ),
-            (
-                f"padded Repeated (N={rep['n_max']}, N^2 edges)",
-                (
-                    f"{rep['bytes_per_transition']} "
-                    f"({_fmt_bytes(rep['bytes_per_transition'])})  {rep['x_fold']:.1f}x real"
-                ),
-            ),
-        ]
-    width = max(len(k) for k, _ in rows)
-    lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    for reason, msg in s.get("first_error_by_reason", {}).items():
-        lines.append(f"first {reason}: {msg}")
-    return "\n".join(lines)

@@ -27,8 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from offline_graph.data.errors import GraphValidationError, SchemaError, where
+from offline_graph.data.graphs.typed_columns import typed_names
 
 REQUIRED = ("actions", "x", "edge_index")
+"""Required columns (a typed graph's rows: ``actions`` and each part's ``x:<type>`` /
+``edge_index:<src__rel__dst>`` in place of ``x`` / ``edge_index``)."""
 _LISTS: dict[str, tuple[Callable[[pa.DataType], bool], int | None, str]] = {
     "x": (pa.types.is_floating, None, "list<fixed_size_list<float32, F>>"),
     "edge_index": (pa.types.is_integer, 2, "list<fixed_size_list<int64, 2>>"),
@@ -70,7 +73,8 @@ def check_rows(table: pa.Table, source: str = "converted rows") -> None:
         eid = ids[row] if row is not None and ids is not None else None
         return f"{source}, " + where(row=row, episode_id=eid, column=column)
 
-    for name in REQUIRED:
+    typed = typed_names(names)
+    for name in REQUIRED[:1] if typed else REQUIRED:
         if name not in names:
             raise SchemaError(
                 f"{ctx(column=name)}: column must be present (found columns {names}). {HINT}",
@@ -86,7 +90,10 @@ def check_rows(table: pa.Table, source: str = "converted rows") -> None:
                 )
             _no_nulls(column, name, ctx)
     for prefix in ("", "final_"):
-        _check_graphs(table, prefix, ctx)
+        if typed:
+            _check_typed(table, prefix, ctx)
+        else:
+            _check_graphs(table, prefix, ctx)
     actions = _array(table.column("actions")).to_numpy(zero_copy_only=False)
     if actions.size and actions.min() < 0:
         row = int(np.argmax(actions < 0))
@@ -225,3 +232,76 @@ def _check_values(
 def _row_of(position: int, counts: np.ndarray) -> int:
     """The row of flat element ``position`` of a list column with per-row ``counts``."""
     return int(np.searchsorted(np.cumsum(counts), position, side="right"))
+
+
+def _check_typed(table: pa.Table, prefix: str, ctx: Any) -> None:
+    """:func:`_check_graphs` for a typed graph's columns (``x:<type>``, ``node_mask:<type>``,
+    ``edge_index:<src__rel__dst>``, ``edge_attr:<src__rel__dst>``): types, nulls, lengths,
+    finite features, >= 1 node per row, each edge type's indices within its source and target
+    type's nodes."""
+    parts = typed_names(table.column_names, prefix)
+    if not parts:
+        return
+    first = next(name for part in parts.values() for name in part.values())
+    rows = _array(table.column(first)).is_valid().to_numpy(zero_copy_only=False) if prefix else None
+    lengths: dict[str, np.ndarray] = {}
+    columns: dict[str, pa.Array] = {}
+    for part, names in parts.items():
+        for key, name in names.items():
+            columns[name] = _array(table.column(name))
+            _check_type(columns[name], key, name, ctx)
+            _no_nulls(columns[name], name, ctx, rows)
+            lengths[name] = pc.list_value_length(columns[name]).fill_null(0).to_numpy(zero_copy_only=False)
+        if "x" not in names and "edge_index" not in names:
+            raise SchemaError(
+                f"{ctx(column=f'{prefix}x:{part}')}: a typed graph's part {part!r} must have its x or "
+                f"edge_index column (found {sorted(names.values())}). {HINT}",
+                reason="schema",
+            )
+    nodes = {p: lengths[n["x"]] for p, n in parts.items() if "x" in n}
+    for names in parts.values():
+        for key, of in (("node_mask", "x"), ("edge_attr", "edge_index")):
+            if key in names and of in names and not np.array_equal(lengths[names[key]], lengths[names[of]]):
+                row = int(np.argmax(lengths[names[key]] != lengths[names[of]]))
+                raise SchemaError(
+                    f"{ctx(row, names[key])}: list length must equal {names[of]}'s "
+                    f"{int(lengths[names[of]][row])} (found {int(lengths[names[key]][row])}). {HINT}",
+                    reason="schema",
+                )
+        for key in ("x", "edge_attr"):
+            if key in names:
+                values = columns[names[key]].flatten().flatten().to_numpy(zero_copy_only=False)
+                finite = np.isfinite(values.reshape(-1, columns[names[key]].type.value_type.list_size)).all(
+                    axis=1
+                )
+                if not finite.all():
+                    row = _row_of(int(np.argmax(~finite)), lengths[names[key]])
+                    raise GraphValidationError(
+                        f"{ctx(row, names[key])}: features must be finite (found NaN/inf). {HINT}",
+                        reason="nonfinite",
+                    )
+    total = np.sum(list(nodes.values()), axis=0) if nodes else np.zeros(table.num_rows, np.int64)
+    present = np.ones(table.num_rows, bool) if rows is None else rows
+    if (present & (total < 1)).any():
+        row = int(np.argmax(present & (total < 1)))
+        raise GraphValidationError(
+            f"{ctx(row, first)}: number of nodes must be >= 1 over all node types (found 0). {HINT}",
+            reason="empty_graph",
+        )
+    for part, names in parts.items():
+        if "edge_index" not in names:
+            continue
+        pairs = columns[names["edge_index"]].flatten().flatten().to_numpy(zero_copy_only=False).reshape(-1, 2)
+        counts = lengths[names["edge_index"]]
+        ends = part.split("__")[::2]
+        for side, end in enumerate(ends):
+            limit = np.repeat(nodes.get(end, np.zeros(table.num_rows, np.int64)), counts)
+            bad = (pairs[:, side] < 0) | (pairs[:, side] >= limit)
+            if bad.any():
+                j = int(np.argmax(bad))
+                raise GraphValidationError(
+                    f"{ctx(_row_of(j, counts), names['edge_index'])}: edge indices in row {side} must be in "
+                    f"0..N-1 of node type {end!r} with N={int(limit[j])} (found {int(pairs[j, side])}). "
+                    f"{HINT}",
+                    reason="edge_index_range",
+                )

@@ -36,7 +36,7 @@ Observations arrive as dicts: :func:`offline_graph.data.episodes.codec.decode_st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -134,7 +134,7 @@ def validate_episode(
     if spec.typed is not None:
         typed = _typed_graphs(obs, spec, ctx)
         typed.globals = rows
-        return checked_episode(raw, typed, actions, rewards, spec, ctx)  # type: ignore[arg-type]
+        return checked_episode(raw, cast(GraphColumns, typed), actions, rewards, spec, ctx)
     for t, o in enumerate(obs):
         if not isinstance(o, dict) or "x" not in o or "edge_index" not in o:
             found = sorted(o, key=repr) if isinstance(o, dict) else type(o).__name__  # keys of any type

@@ -9,6 +9,8 @@ no values.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pyarrow as pa
 
@@ -35,7 +37,9 @@ def unragged_column(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.
     return values, offsets - offsets[0]
 
 
-def graph_arrays(graphs: GraphColumns | TypedColumns, keys: tuple[str, ...] | None = None) -> dict[str, pa.Array]:
+def graph_arrays(
+    graphs: GraphColumns | TypedColumns, keys: tuple[str, ...] | None = None
+) -> dict[str, pa.Array]:
     """The ragged graph columns of ``graphs`` (one list per transition, the growing axis
     first: ``edge_index`` edge-major); the inverse is :func:`table_to_graphs`. Typed graphs:
     one set per node / edge type (:mod:`~offline_graph.data.graphs.typed_columns`). ``keys``:
@@ -64,12 +68,14 @@ def _bool_list(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 _DTYPES = {"x": np.float32, "edge_index": np.int64, "edge_attr": np.float32, "globals": np.float32}
 
 
-def table_to_graphs(table: pa.Table, prefix: str = "") -> GraphColumns | TypedColumns:
+def table_to_graphs(table: pa.Table, prefix: str = "") -> GraphColumns:
     """The graph columns of a transition table (named ``prefix`` + ``x``, ...; no null rows)
     as :class:`GraphColumns` (inverse of :func:`graph_arrays`); typed graphs' columns
-    (``x:<type>``, ...) as :class:`TypedColumns`."""
+    (``x:<type>``, ...) as :class:`TypedColumns`, which the row, buffer and batching code
+    takes in its place (the same ``take`` / ``slice`` / ``concat`` / ``graph``; typed as
+    ``GraphColumns`` for that code, which dispatches on the class where the layouts differ)."""
     if typed_names(table.column_names, prefix):
-        return table_to_typed(table, prefix, _part_graphs)
+        return cast(GraphColumns, table_to_typed(table, prefix, _part_graphs))
     return _part_graphs(table, table.num_rows, prefix)
 
 

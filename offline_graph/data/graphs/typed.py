@@ -179,7 +179,7 @@ class TypedGraph(gym.Space):
 def parse_typed(rest: str) -> TypedGraph:
     """The space of a text form's part after ``typed:`` (ConfigError on bad text)."""
     nodes_text, bar, edges_text = rest.partition("|")
-    box = (lambda w: gym.spaces.Box(-np.inf, np.inf, (w,), np.float32))  # noqa: E731
+    box = lambda w: gym.spaces.Box(-np.inf, np.inf, (w,), np.float32)  # noqa: E731
     nodes: dict[str, gym.spaces.Box] = {}
     edges: dict[str, gym.spaces.Box | None] = {}
     try:
@@ -193,7 +193,8 @@ def parse_typed(rest: str) -> TypedGraph:
             edges[name.strip()] = box(int(width)) if eq and int(width) > 0 else None
     except ValueError as err:
         raise ConfigError(
-            f"--observation-space: a typed graph's text must be typed:<type>=<F>,...|<src__rel__dst>[=<D>],... "
+            "--observation-space: a typed graph's text must be "
+            "typed:<type>=<F>,...|<src__rel__dst>[=<D>],... "
             f"(found {('typed:' + rest)!r}: {err} is not name=<int>)."
         ) from None
     if not bar and not nodes:
@@ -218,7 +219,9 @@ def _typed_dict(value: Any, name: str, keys: list[str], edge: bool) -> dict[str,
     if value is None:
         value = {}
     if not isinstance(value, Mapping):
-        raise TypedPartError("obs_type", name, f"{name} must be a dict keyed by type (found {type(value).__name__})")
+        raise TypedPartError(
+            "obs_type", name, f"{name} must be a dict keyed by type (found {type(value).__name__})"
+        )
     out: dict[str, Any] = {}
     for key, v in value.items():
         k = key.decode() if isinstance(key, bytes) else key
@@ -231,7 +234,9 @@ def _typed_dict(value: Any, name: str, keys: list[str], edge: bool) -> dict[str,
     unknown = [k for k in out if k not in keys]
     if unknown:
         raise TypedPartError(
-            "obs_type", f"{name}[{unknown[0]!r}]", f"{name}'s keys must be among the space's {keys} (found {unknown[0]!r})"
+            "obs_type",
+            f"{name}[{unknown[0]!r}]",
+            f"{name}'s keys must be among the space's {keys} (found {unknown[0]!r})",
         )
     return out
 
@@ -255,7 +260,9 @@ def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
     if not isinstance(obs, Mapping) or "x" not in obs:
         found = sorted(map(str, obs)) if isinstance(obs, Mapping) else type(obs).__name__
         raise TypedPartError(
-            "obs_type", "observations", f"a typed observation must be a dict with 'x' and 'edge_index' keyed by type (found {found})"
+            "obs_type",
+            "observations",
+            f"a typed observation must be a dict with 'x' and 'edge_index' keyed by type (found {found})",
         )
     xs = _typed_dict(obs["x"], "x", space.node_types, edge=False)
     eis = _typed_dict(obs.get("edge_index"), "edge_index", space.edge_types, edge=True)
@@ -264,13 +271,19 @@ def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
     for t, feat in space.node_dims.items():
         column = f"x[{t!r}]"
         if t not in xs:
-            raise TypedPartError("x_shape", column, f"{column} must be present: every node type of the space (found {sorted(xs)})")
+            raise TypedPartError(
+                "x_shape",
+                column,
+                f"{column} must be present: every node type of the space (found {sorted(xs)})",
+            )
         x = _array(xs[t])
         if x.ndim != 2 or x.shape[1] != feat or x.dtype.kind not in "fiu":
             raise TypedPartError("x_shape", column, f"{column} must be float [N, {feat}] (found {_shown(x)})")
         x = x.astype(np.float32, copy=False)
         if not np.isfinite(x).all():
-            raise TypedPartError("nonfinite", column, f"{column} must be finite (found {x[~np.isfinite(x)][:3].tolist()})")
+            raise TypedPartError(
+                "nonfinite", column, f"{column} must be finite (found {x[~np.isfinite(x)][:3].tolist()})"
+            )
         out_x[t] = x
     if sum(len(x) for x in out_x.values()) == 0:
         raise TypedPartError("empty_graph", "x", "number of nodes must be >= 1 over all node types (found 0)")
@@ -282,7 +295,9 @@ def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
         if ei.size == 0 and ei.ndim != 2:
             ei = np.zeros((2, 0), np.int64)
         if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
-            raise TypedPartError("edge_index_shape", column, f"{column} must be integer [2, E] (found {_shown(ei)})")
+            raise TypedPartError(
+                "edge_index_shape", column, f"{column} must be integer [2, E] (found {_shown(ei)})"
+            )
         src, dst = edge_ends(r)
         for row, end in ((0, src), (1, dst)):
             n = len(out_x[end])
@@ -299,15 +314,24 @@ def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
         column = f"edge_attr[{r!r}]"
         if dim is None:
             if ea_given is not None:
-                raise TypedPartError("edge_attr", column, f"{column} must be absent: edge type {r!r} has no features (found {_shown(_array(ea_given))})")
+                raise TypedPartError(
+                    "edge_attr",
+                    column,
+                    f"{column} must be absent: edge type {r!r} has no features (found "
+                    f"{_shown(_array(ea_given))})",
+                )
             continue
         ea = _array(np.zeros((0, dim), np.float32) if ea_given is None and ei.shape[1] == 0 else ea_given)
         if ea.shape != (ei.shape[1], dim) or ea.dtype.kind not in "fiu":
             found = "missing" if ea_given is None else _shown(ea)
-            raise TypedPartError("edge_attr", column, f"{column} must be float [E={ei.shape[1]}, {dim}] (found {found})")
+            raise TypedPartError(
+                "edge_attr", column, f"{column} must be float [E={ei.shape[1]}, {dim}] (found {found})"
+            )
         ea = ea.astype(np.float32, copy=False)
         if not np.isfinite(ea).all():
-            raise TypedPartError("nonfinite", column, f"{column} must be finite (found {ea[~np.isfinite(ea)][:3].tolist()})")
+            raise TypedPartError(
+                "nonfinite", column, f"{column} must be finite (found {ea[~np.isfinite(ea)][:3].tolist()})"
+            )
         out_ea[r] = ea
     out: dict[str, Any] = {"x": out_x, "edge_index": out_ei, "edge_attr": out_ea}
     if obs.get("action_mask") is not None:

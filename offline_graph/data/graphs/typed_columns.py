@@ -71,7 +71,11 @@ class TypedColumns:
     def num_edges(self) -> np.ndarray:
         """Edges per graph over all types, int64 [G]."""
         types = self.edge_types
-        return np.sum([self.parts[r].num_edges for r in types], axis=0) if types else np.zeros(len(self), np.int64)
+        return (
+            np.sum([self.parts[r].num_edges for r in types], axis=0)
+            if types
+            else np.zeros(len(self), np.int64)
+        )
 
     @property
     def globals(self) -> np.ndarray | None:
@@ -102,7 +106,9 @@ class TypedColumns:
         if len(parts) == 1:
             return parts[0]
         keys = list(parts[0].parts)
-        return TypedColumns({k: GraphColumns.concat([p.parts[k] for p in parts]) for k in keys}, parts[0].mask_type)
+        return TypedColumns(
+            {k: GraphColumns.concat([p.parts[k] for p in parts]) for k in keys}, parts[0].mask_type
+        )
 
     # the action's choices (a NodeAction over ``mask_type``), as GraphColumns offers them
     def choice_ptr(self, level: str) -> np.ndarray:
@@ -138,7 +144,9 @@ class TypedColumns:
         return out
 
     @classmethod
-    def from_graphs(cls, graphs: Sequence[dict[str, Any]], space: TypedGraph, mask_type: str | None = None) -> "TypedColumns":
+    def from_graphs(
+        cls, graphs: Sequence[dict[str, Any]], space: TypedGraph, mask_type: str | None = None
+    ) -> "TypedColumns":
         """Concatenate normalized typed observation dicts
         (:func:`~offline_graph.data.graphs.typed.typed_observation`); a dict without
         ``action_mask`` allows every node of ``mask_type``."""
@@ -152,14 +160,26 @@ class TypedColumns:
             parts[t] = GraphColumns(x=x, node_ptr=ptr, edge_index=no_edges[0], edge_ptr=no_edges[1])
         for r, dim in space.edge_dims.items():
             eis = [g["edge_index"][r] for g in graphs]
-            ei = np.concatenate(eis, axis=1).astype(np.int64, copy=False) if eis else np.zeros((2, 0), np.int64)
+            ei = (
+                np.concatenate(eis, axis=1).astype(np.int64, copy=False)
+                if eis
+                else np.zeros((2, 0), np.int64)
+            )
             ptr = counts_to_ptr(np.fromiter((a.shape[1] for a in eis), np.int64, count))
             ea = None
             if dim is not None:
                 eas = [g["edge_attr"][r] for g in graphs]
-                ea = np.concatenate(eas).astype(np.float32, copy=False) if eas else np.zeros((0, dim), np.float32)
+                ea = (
+                    np.concatenate(eas).astype(np.float32, copy=False)
+                    if eas
+                    else np.zeros((0, dim), np.float32)
+                )
             parts[r] = GraphColumns(
-                x=np.zeros((0, 0), np.float32), node_ptr=np.zeros(count + 1, np.int64), edge_index=ei, edge_ptr=ptr, edge_attr=ea
+                x=np.zeros((0, 0), np.float32),
+                node_ptr=np.zeros(count + 1, np.int64),
+                edge_index=ei,
+                edge_ptr=ptr,
+                edge_attr=ea,
             )
         out = cls(parts, mask_type)
         if graphs and "globals" in graphs[0]:
@@ -168,7 +188,8 @@ class TypedColumns:
             masks = [g.get("action_mask") for g in graphs]
             choices = np.diff(parts[mask_type].node_ptr)
             parts[mask_type].node_mask = masks_or_allowed(
-                [None if m is None else np.asarray(m).astype(bool, copy=False).reshape(-1) for m in masks], choices
+                [None if m is None else np.asarray(m).astype(bool, copy=False).reshape(-1) for m in masks],
+                choices,
             )
         return out
 

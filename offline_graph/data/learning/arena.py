@@ -236,7 +236,8 @@ class TypedArena:
             arena.pop()
 
     def _joined(self, each: Any) -> tuple[TypedColumns, dict[str, np.ndarray]]:
-        parts, extra = {}, {}
+        parts: dict[str, GraphColumns] = {}
+        extra: dict[str, np.ndarray] = {}
         for i, (key, arena) in enumerate(self._arenas.items()):
             parts[key], more = each(arena)
             extra = more if i == 0 else extra

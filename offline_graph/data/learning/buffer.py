@@ -39,8 +39,8 @@ class TransitionBuffer:
             )
         self.capacity = int(capacity)
         self._rng = np.random.default_rng(seed)
-        self._rows: GraphArena | TypedArena = GraphArena(reserve=self.capacity)  # obs + per-row columns
-        self._finals: GraphArena | TypedArena = GraphArena()  # per episode entry: its final observation
+        self._rows: Any = GraphArena(reserve=self.capacity)  # obs + per-row columns (TypedArena: typed)
+        self._finals: Any = GraphArena()  # per episode entry: its final observation
         self._ids: list[str] = []  # episode ids (entries) from self._ids_lo on
         self._agents: list[Any] = []
         self._ids_lo = 0

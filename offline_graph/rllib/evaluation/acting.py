@@ -75,7 +75,8 @@ def obs_batch(
 
     if typed is not None:
         space, node_type = typed
-        graphs: Any = TypedColumns.from_graphs([typed_observation(o, space) for o in observations], space, node_type)
+        checked = [typed_observation(o, space) for o in observations]
+        graphs: Any = TypedColumns.from_graphs(checked, space, node_type)
     else:
         graphs = GraphColumns.from_graphs(list(observations), edge_dim, mask_level)
     batched = collate(graphs)
