@@ -75,7 +75,8 @@ class SideSampler:
             return float("nan")
         idx = self.rng.integers(0, len(self.graphs), self.batch_size)
         batch = collate(self.graphs.take(idx))
-        payload = sum(batch[k].nbytes for k in ("x", "edge_index", "edge_attr") if k in batch)
+        kinds = ("x", "edge_index", "edge_attr")  # a typed graph's per type (x:job, ...) too
+        payload = sum(v.nbytes for k, v in batch.items() if k.partition(":")[0] in kinds)
         return payload / self.batch_size
 
 

@@ -137,9 +137,11 @@ def convert(cfg: ConvertConfig, map_class: type = ConvertEpisodes) -> dict[str, 
     )
     total = conversion.run(scan, cfg, cfg.spec, map_class, schema)
     rows, episode_ids, bytes_out = _verify_output(cfg.output)
-    spec = asdict(replace(cfg.spec, globals=None))
+    spec = asdict(replace(cfg.spec, globals=None, typed=None))
     if cfg.spec.globals is not None:  # a Dict space's parts, as their text (JSON has no spaces)
         spec["globals"] = spec_texts(cfg.spec)["observation_space"]
+    if cfg.spec.typed is not None:  # a typed graph, as its text
+        spec["typed"] = cfg.spec.typed.text()
     config = conversion.settings(cfg, "spec") | {"spec": spec}
     return conversion.report(
         cfg, scan, start, total, total.as_dict(), (rows, episode_ids, bytes_out), "transitions", config

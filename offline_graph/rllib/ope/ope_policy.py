@@ -30,6 +30,7 @@ from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorica
 from offline_graph.data.graphs.collate import collate
 from offline_graph.data.graphs.columns import GraphColumns, concat_ranges, counts_to_ptr
 from offline_graph.data.errors import ConfigError
+from offline_graph.data.graphs.typed import typed_space
 from offline_graph.data.graphs.globals import globals_size
 from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.data.graphs.spaces import selection_level
@@ -131,6 +132,12 @@ def check_module(module: Any, where: str) -> None:
             f"{where}: the module's inference action distribution must be a categorical "
             f"(found {cls!r}). Off-policy evaluation reads per-choice probabilities from "
             "ACTION_DIST_INPUTS (Discrete, NodeAction or EdgeAction policies)."
+        )
+    if typed_space(module.observation_space) is not None:
+        raise ConfigError(
+            f"{where}: the module's observation space must be a Graph or a Dict with one (found "
+            f"{module.observation_space!r}). Off-policy evaluation of typed graphs is not built; "
+            "evaluate the module in its env (offline-graph evaluate --checkpoint ... without --data)."
         )
     if getattr(module, "is_stateful", lambda: False)():
         raise ConfigError(
