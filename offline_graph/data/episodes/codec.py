@@ -35,6 +35,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from offline_graph.data.graphs.typed import SEP
 from offline_graph.data.errors import DecodeError, where
 
 
@@ -261,9 +262,10 @@ def decode_state(
             "Episode files hold one msgpack-encoded SingleAgentEpisode state per row."
         )
     try:
-        hook = None if raw_arrays else decode_map
-        # raw_arrays: msgpack arrays as tuples (faster to build; the fast path only reads them)
-        state = msgpack.unpackb(item, object_hook=hook, strict_map_key=False, use_list=not raw_arrays)
+        if raw_arrays:  # msgpack arrays as tuples (faster to build; the fast path only reads them)
+            state = msgpack.unpackb(item, strict_map_key=False, use_list=False)
+        else:
+            state = unpack_item(item)
     except Exception as err:  # msgpack raises many types on garbage
         raise DecodeError(
             f"{ctx}: value must be a msgpack-encoded episode state "
@@ -319,6 +321,19 @@ def raw_from_state(
     )
 
 
-def unpack_item(item: bytes) -> dict:
-    """The raw state dict of an ``item`` (for tools and tests)."""
-    return msgpack.unpackb(item, object_hook=decode_map, strict_map_key=False)
+def unpack_item(item: bytes) -> Any:
+    """The raw state of an ``item``, arrays decoded (:func:`decode_map`). A map keyed by
+    arrays (a typed graph's edge types given as ``(src, relation, dst)`` tuples: msgpack writes
+    them as arrays, which are no dict keys) is read again with those keys as text
+    ``src__relation__dst`` (only then: the second read costs a Python call per map)."""
+    try:
+        return msgpack.unpackb(item, object_hook=decode_map, strict_map_key=False)
+    except TypeError as err:
+        if "unhashable" not in str(err):
+            raise
+        return msgpack.unpackb(item, object_pairs_hook=_text_keyed, strict_map_key=False)
+
+
+def _text_keyed(pairs: list[tuple[Any, Any]]) -> Any:
+    keys = [SEP.join(map(str, k)) if isinstance(k, list) else k for k, _ in pairs]
+    return decode_map(dict(zip(keys, (v for _, v in pairs))))

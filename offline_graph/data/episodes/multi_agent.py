@@ -36,16 +36,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from offline_graph.data.episodes.codec import (
     MULTI_AGENT_FORMAT,
     RawEpisode,
-    decode_map,
     flag,
     integer,
     raw_from_state,
+    unpack_item,
 )
 from offline_graph.data.errors import ConfigError, DecodeError, OfflineGraphError, where
 from offline_graph.data.episodes.reader import OnError, ReadStats, reject, unique_digest
@@ -89,7 +88,7 @@ def unpack(item: Any, file: str | None = None) -> dict:
             "Episode files hold one msgpack-encoded episode state per row."
         )
     try:
-        state = msgpack.unpackb(item, object_hook=decode_map, strict_map_key=False)
+        state = unpack_item(item)
     except Exception as err:  # msgpack raises many types on garbage
         raise DecodeError(
             f"{ctx}: value must be a msgpack-encoded episode state (found {len(item)} "

@@ -35,6 +35,7 @@ from offline_graph.data.episodes.multi_agent import read_agent_episodes, transit
 from offline_graph.data.episodes.reader import OnError, ReadStats, spec_from_spaces
 from offline_graph.data.episodes.row_checks import check_rows
 from offline_graph.data.learning.transitions import LEARNER_COLUMNS as KEEP
+from offline_graph.data.learning.transitions import column_kind
 from offline_graph.data.learning.transitions import Transitions, transition_schema
 from offline_graph.data.episodes.validation import EpisodeSpec
 
@@ -196,7 +197,7 @@ class ModuleRouter:
         fields = []
         for mid in self.trained:
             schema = transition_schema(self.specs[mid])
-            fields += [pa.field(f"{mid}/{f.name}", f.type) for f in schema if f.name in KEEP]
+            fields += [pa.field(f"{mid}/{f.name}", f.type) for f in schema if column_kind(f.name) in KEEP]
         return pa.schema(fields).empty_table()
 
 

@@ -1,0 +1,265 @@
+"""Typed graphs (``offline_graph.TypedGraph``) on the data path: validation with the part and
+step named, per-type columns and batching (exact values), Arrow rows and the text form, bytes
+against each type padded to its largest count, and BC / IQL / multi-agent BC through
+``configure`` from RLlib's own episodes and from converted rows (the module side:
+``tests/test_typed_module.py``; the task: ``tests/test_dispatch_env.py`` and the docs page)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from ray.rllib.algorithms.bc import BCConfig
+from ray.rllib.algorithms.iql import IQLConfig
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+import offline_graph
+from offline_graph import NodeAction, TypedGraph
+from offline_graph.data.analysis.typed_stats import typed_bytes
+from offline_graph.data.episodes.codec import RawEpisode
+from offline_graph.data.episodes.reader import spec_from_spaces
+from offline_graph.data.episodes.validation import validate_episode
+from offline_graph.data.errors import ConfigError, GraphValidationError
+from offline_graph.data.graphs.collate import collate
+from offline_graph.data.graphs.space_text import parse_space, space_text
+from offline_graph.data.learning.transitions import Transitions
+
+
+def box(width: int) -> gym.spaces.Box:
+    return gym.spaces.Box(-np.inf, np.inf, (width,), np.float32)
+
+
+SPACE = TypedGraph(
+    {"job": box(2), "machine": box(1)},
+    {("job", "fits", "machine"): box(1), "machine__serves__job": None},
+)
+ACT = NodeAction(4, node_type="job")
+FITS, SERVES = "job__fits__machine", "machine__serves__job"
+
+
+def obs(jobs: int, machines: int, fits: list[tuple[int, int]]) -> dict:
+    """``jobs`` jobs (x = 0, 1, 2, ...), ``machines`` machines (x = their count), the ``fits``
+    pairs both ways (edge features 0, 1, ...; a tuple key and a text key), job 0 masked."""
+    e = np.array(fits, np.int64).T.reshape(2, -1)
+    return {
+        "x": {
+            "job": np.arange(jobs * 2, dtype=np.float32).reshape(jobs, 2),
+            "machine": np.full((machines, 1), machines, np.float32),
+        },
+        "edge_index": {("job", "fits", "machine"): e, SERVES: e[::-1].copy()},
+        "edge_attr": {FITS: np.arange(e.shape[1], dtype=np.float32).reshape(-1, 1)},
+        "action_mask": np.arange(jobs) != 0,
+    }
+
+
+def raw(observations: list, actions: list, eid: str = "e1") -> RawEpisode:
+    return RawEpisode(eid, observations, np.array(actions), np.ones(len(actions)), True, False, 0)
+
+
+def test_typed_columns_batch_per_type_with_hand_computed_offsets() -> None:
+    """Two steps (2 jobs + 1 machine, 3 jobs + 2 machines) and a final one: each type's nodes
+    batched with its own ptr, each edge type's rows offset by its source / target type's ptr;
+    the same after the Arrow row round trip."""
+    spec = spec_from_spaces(SPACE, ACT)
+    episode = validate_episode(
+        raw([obs(2, 1, [(0, 0), (1, 0)]), obs(3, 2, [(2, 1)]), obs(1, 1, [])], [1, 2]), spec
+    )
+    trans = Transitions.from_episodes([episode], gamma=0.5)
+    back = Transitions.from_table(trans.to_arrow())
+    for graphs in (trans.obs, back.obs):
+        batch = collate(graphs)
+        assert sorted(batch) == sorted(
+            ["x:job", "batch:job", "ptr:job", "x:machine", "batch:machine", "ptr:machine"]
+            + [f"edge_index:{FITS}", f"edge_attr:{FITS}", f"edge_index:{SERVES}", "action_mask"]
+        )
+        np.testing.assert_array_equal(batch["ptr:job"], [0, 2, 5])
+        np.testing.assert_array_equal(batch["ptr:machine"], [0, 1, 3])
+        np.testing.assert_array_equal(batch["batch:job"], [0, 0, 1, 1, 1])
+        np.testing.assert_array_equal(batch["batch:machine"], [0, 1, 1])
+        np.testing.assert_array_equal(batch["x:job"][:, 0], [0, 2, 0, 2, 4])
+        np.testing.assert_array_equal(batch["x:machine"][:, 0], [1, 2, 2])
+        np.testing.assert_array_equal(batch[f"edge_index:{FITS}"], [[0, 1, 4], [0, 0, 2]])
+        np.testing.assert_array_equal(batch[f"edge_index:{SERVES}"], [[0, 0, 2], [0, 1, 4]])
+        np.testing.assert_array_equal(batch[f"edge_attr:{FITS}"][:, 0], [0, 1, 0])
+        np.testing.assert_array_equal(batch["action_mask"], [False, True, False, True, True])
+    assert back.final_obs is not None
+    final = back.final_obs.graph(0)
+    assert final["x"]["job"].shape == (1, 2) and final["edge_index"][FITS].shape == (2, 0)
+    np.testing.assert_array_equal(back.value_targets, [1.5, 1.0])
+
+
+def test_text_forms_round_trip() -> None:
+    text = "typed:job=2,machine=1|job__fits__machine=1,machine__serves__job"
+    assert space_text(SPACE) == text and parse_space(text, "observation") == SPACE
+    assert space_text(ACT) == "node:4@job" and parse_space("node:4@job", "action") == ACT
+    nested = gym.spaces.Dict({"graph": SPACE, "clock": box(2)})
+    assert parse_space(space_text(nested), "observation") == nested
+
+
+@pytest.mark.parametrize(
+    "change, reason, where",
+    [
+        (lambda o: o["x"].update(machine=np.zeros((2, 2), np.float32)), "x_shape", "x['machine']"),
+        (lambda o: o["x"].pop("machine"), "x_shape", "x['machine']"),
+        (lambda o: o["edge_index"].update({SERVES: np.array([[5], [0]])}), "edge_index_range", SERVES),
+        (lambda o: o["edge_attr"].pop(FITS), "edge_attr", FITS),
+        (lambda o: o.update(action_mask=np.ones(5, bool)), "action_mask", "action_mask"),
+        (lambda o: o["x"].update(robot=np.zeros((1, 1), np.float32)), "obs_type", "robot"),
+    ],
+)
+def test_a_bad_part_is_refused_with_its_key_and_step(change, reason, where) -> None:
+    """Step t=1 is broken (a width, a missing node type, a machine index beyond the machines,
+    missing edge features, a mask of the wrong node count, an unknown node type)."""
+    bad = obs(3, 2, [(2, 1)])
+    change(bad)
+    with pytest.raises(GraphValidationError) as err:
+        validate_episode(raw([obs(2, 1, [(0, 0)]), bad, obs(1, 1, [])], [1, 1]), spec_from_spaces(SPACE, ACT))
+    assert err.value.reason == reason and "step t=1" in str(err.value) and where in str(err.value), err.value
+
+
+def test_an_action_beyond_the_action_types_nodes_is_refused() -> None:
+    with pytest.raises(GraphValidationError) as err:  # 2 jobs at t=0 (3 nodes over both types)
+        validate_episode(raw([obs(2, 1, [(0, 0)]), obs(1, 1, [])], [2]), spec_from_spaces(SPACE, ACT))
+    assert err.value.reason == "action" and "t=0" in str(err.value)
+
+
+def test_action_spaces_that_do_not_fit_a_typed_graph_are_refused() -> None:
+    with pytest.raises(ConfigError, match="node_type must be one of the observation's node types"):
+        spec_from_spaces(SPACE, NodeAction(4))
+    with pytest.raises(ConfigError, match="Edge actions on typed graphs are not built"):
+        spec_from_spaces(SPACE, offline_graph.EdgeAction(4))
+    with pytest.raises(ConfigError, match="node_type must be None for a plain Graph"):
+        spec_from_spaces(offline_graph.graph_space(3), ACT)
+
+
+def test_bytes_are_each_types_real_counts() -> None:
+    """Per observation: job 8 B (F=2), machine 4 B, a fits edge 16 + 4 B, a serves edge 16 B.
+    Counts (2, 1, 2, 2) -> 92 B and (3, 2, 1, 1) -> 68 B: mean 80; padded to the largest count
+    of each type: 3 * 8 + 2 * 4 + 2 * 20 + 2 * 16 = 104 B."""
+    parts = {
+        "job": np.array([2, 3]),
+        "machine": np.array([1, 2]),
+        FITS: np.array([2, 1]),
+        SERVES: np.array([2, 1]),
+    }
+    real, padded, largest = typed_bytes(parts, SPACE, np.array([True, True]))
+    assert (real, padded) == (80.0, 104) and largest == {"job": 3, "machine": 2, FITS: 2, SERVES: 2}
+
+
+def _episodes(count: int, seed: int) -> list[SingleAgentEpisode]:
+    """Episodes whose best action is the job with the largest first feature."""
+    rng = np.random.default_rng(seed)
+
+    def one() -> dict:
+        jobs, machines = int(rng.integers(2, 5)), int(rng.integers(1, 3))
+        o = obs(jobs, machines, [(int(rng.integers(jobs)), int(rng.integers(machines))) for _ in range(3)])
+        o["x"]["job"] = rng.random((jobs, 2)).astype(np.float32)
+        o.pop("action_mask")
+        return o
+
+    out = []
+    for _ in range(count):
+        ep = SingleAgentEpisode(observation_space=SPACE, action_space=ACT)
+        o = one()
+        ep.add_env_reset(observation=o)
+        for t in range(3):
+            action = np.int64(np.argmax(o["x"]["job"][:, 0]))
+            o = one()
+            ep.add_env_step(observation=o, action=action, reward=1.0, terminated=t == 2)
+        out.append(ep)
+    return out
+
+
+def _trained(config, data: str, episodes: bool = True):
+    config = (
+        config.environment(observation_space=SPACE, action_space=ACT)
+        .offline_data(input_=[data], input_read_episodes=episodes, dataset_num_iters_per_learner=4)
+        .training(train_batch_size_per_learner=16)
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=offline_graph.GNNModule, model_config={"hidden": 8})
+        )
+    )
+    algo = offline_graph.configure(config, seed=0).build_algo()
+    try:
+        result = algo.train()["learners"]["default_policy"]
+        return result, algo.get_module()
+    finally:
+        algo.stop()
+
+
+def test_bc_from_episodes_iql_from_converted_rows_and_multi_agent_bc(ray_session, tmp_path) -> None:
+    """BC from ``SingleAgentEpisode``s (``write_episodes``), IQL from those episodes' converted
+    rows, and BC on a ``MultiAgentEpisode`` of a typed agent and a plain-graph one (one module
+    each): every loss finite, the modules' greedy actions are jobs. Over 20 s: three algorithms
+    built and trained once each, one Ray Data read each."""
+    from offline_graph.jobs.convert import ConvertConfig, convert
+
+    data, rows = str(tmp_path / "eps"), str(tmp_path / "rows")
+    offline_graph.write_episodes(data, _episodes(12, 0))
+    bc, module = _trained(BCConfig().training(lr=3e-3), data)
+    assert np.isfinite(bc["policy_loss"])
+    import torch
+
+    from offline_graph.data.graphs.typed import typed_observation
+    from offline_graph.data.graphs.typed_columns import TypedColumns
+
+    batch = offline_graph.collate(
+        TypedColumns.from_graphs([typed_observation(obs(3, 2, [(2, 1)]), SPACE)], SPACE, "job")
+    )
+
+    out = module.forward_inference({"obs": {k: torch.as_tensor(v) for k, v in batch.items()}})
+    assert tuple(out["action_dist_inputs"].shape) == (1, 3)
+    assert bool(torch.isinf(out["action_dist_inputs"][0, 0]) or out["action_dist_inputs"][0, 0] < -1e30)
+
+    convert(ConvertConfig(input=data, output=rows, spec=spec_from_spaces(SPACE, ACT), num_workers=1))
+    iql, _ = _trained(IQLConfig(), rows, episodes=False)
+    assert all(np.isfinite(iql[k]) for k in ("policy_loss", "qf_loss", "vf_loss")), iql
+
+    plain = offline_graph.graph_space(3, None)
+    ma = str(tmp_path / "ma")
+    episodes = []
+    for i, sa in enumerate(_episodes(4, 1)):
+        ep = MultiAgentEpisode(id_=f"m{i}")
+        first = sa.get_observations(0)
+        ep.add_env_reset(observations={"typed": first, "plain": _plain(0)}, infos={"typed": {}, "plain": {}})
+        for t in range(len(sa)):
+            ep.add_env_step(
+                observations={"typed": sa.get_observations(t + 1), "plain": _plain(t + 1)},
+                actions={"typed": sa.get_actions(t), "plain": t % 2},
+                rewards={"typed": 1.0, "plain": 0.5},
+                terminateds={"__all__": t == len(sa) - 1},
+                infos={"typed": {}, "plain": {}},
+            )
+        episodes.append(ep)
+    obs_spaces, act_spaces = {"typed": SPACE, "plain": plain}, {"typed": ACT, "plain": gym.spaces.Discrete(2)}
+    offline_graph.write_episodes(ma, episodes, observation_space=obs_spaces, action_space=act_spaces)
+    specs = {
+        aid: RLModuleSpec(
+            module_class=offline_graph.GNNModule,
+            observation_space=obs_spaces[aid],
+            action_space=act_spaces[aid],
+            model_config={"hidden": 8},
+        )
+        for aid in obs_spaces
+    }
+    config = (
+        BCConfig()
+        .environment(observation_space=gym.spaces.Dict(obs_spaces), action_space=gym.spaces.Dict(act_spaces))
+        .multi_agent(policies=set(specs), policy_mapping_fn=lambda aid, *a, **k: aid)
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        .offline_data(input_=[ma], input_read_episodes=True, dataset_num_iters_per_learner=2)
+        .training(train_batch_size_per_learner=4)
+    )
+    algo = offline_graph.configure(config, seed=0).build_algo()
+    try:
+        learners = algo.train()["learners"]
+    finally:
+        algo.stop()
+    assert np.isfinite(learners["typed"]["policy_loss"]) and np.isfinite(learners["plain"]["policy_loss"])
+
+
+def _plain(n: int) -> dict:
+    return {"x": np.full((n + 2, 3), n, np.float32), "edge_index": np.array([[0], [1]], np.int64)}
