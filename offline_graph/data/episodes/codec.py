@@ -321,7 +321,7 @@ def raw_from_state(
     )
 
 
-def unpack_item(item: bytes) -> Any:
+def unpack_item(item: bytes | bytearray | memoryview) -> Any:
     """The raw state of an ``item``, arrays decoded (:func:`decode_map`). A map keyed by
     arrays (a typed graph's edge types given as ``(src, relation, dst)`` tuples: msgpack writes
     them as arrays, which are no dict keys) is read again with those keys as text
