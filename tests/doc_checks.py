@@ -100,7 +100,17 @@ def check_graph_level_features(run: PageRun) -> None:
     assert min(bc, iql) >= graph_only + 1.5, returns
 
 
+def check_typed_graphs(run: PageRun) -> None:
+    """Dispatch-v0: the spaces' texts; BC on all node types well above BC on the jobs alone,
+    which can only rank jobs by value (measured: 7.6 and 3.05; the expert 8, value-only 3.3)."""
+    assert run.lines[0] == "typed:job=2,machine=2|job__fits__machine=1,machine__serves__job node:8@job"
+    returns = dict(line.split() for line in run.lines[1:3])
+    bc, jobs_only = float(returns["bc"]), float(returns["bc-jobs-only"])
+    assert bc > 6 and bc >= jobs_only + 2.5, returns
+
+
 CHECKS: dict[str, Callable[[PageRun], None]] = {
+    "docs/guides/typed-graphs.md": check_typed_graphs,
     "docs/guides/graph-level-features.md": check_graph_level_features,
     "README.md": check_readme,
     "docs/getting-started.md": check_readme,

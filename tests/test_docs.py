@@ -110,7 +110,7 @@ def run_key(page: pathlib.Path) -> str:
 
 LANES = [
     ["README.md", "docs/guides/data-format.md", "docs/guides/multi-agent.md",
-     "docs/guides/graph-level-features.md", "docs/guides/value-based.md"],
+     "docs/guides/graph-level-features.md", "docs/guides/typed-graphs.md", "docs/guides/value-based.md"],
     ["docs/guides/node-edge-actions.md", "docs/guides/ope.md", "docs/guides/multi-agent-cli.md",
      "docs/guides/training.md", "docs/guides/tune.md"],
 ]  # fmt: skip

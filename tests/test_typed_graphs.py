@@ -91,6 +91,24 @@ def test_typed_columns_batch_per_type_with_hand_computed_offsets() -> None:
     np.testing.assert_array_equal(back.value_targets, [1.5, 1.0])
 
 
+def test_a_typed_graph_inside_a_dict_carries_its_globals() -> None:
+    """``Dict({"graph": TypedGraph, "clock": Box(2)})``: the clock becomes ``globals [B, 2]``,
+    one row per graph, stored beside the first node type's columns."""
+    space = gym.spaces.Dict({"graph": SPACE, "clock": box(2)})
+
+    def step(jobs: int, machines: int, clock: float) -> dict:
+        return {"graph": obs(jobs, machines, [(0, 0)]), "clock": np.array([clock, 2 * clock], np.float32)}
+
+    episode = validate_episode(
+        raw([step(2, 1, 1), step(3, 2, 2), step(1, 1, 3)], [1, 2]), spec_from_spaces(space, ACT)
+    )
+    table = Transitions.from_episodes([episode], gamma=0.5).to_arrow()
+    assert table.column_names[:5] == ["actions", "x:job", "node_mask:job", "globals", "x:machine"]
+    batch = collate(Transitions.from_table(table).obs)
+    np.testing.assert_array_equal(batch["globals"], [[1, 2], [2, 4]])
+    np.testing.assert_array_equal(batch["ptr:machine"], [0, 1, 3])
+
+
 def test_text_forms_round_trip() -> None:
     text = "typed:job=2,machine=1|job__fits__machine=1,machine__serves__job"
     assert space_text(SPACE) == text and parse_space(text, "observation") == SPACE
@@ -259,6 +277,43 @@ def test_bc_from_episodes_iql_from_converted_rows_and_multi_agent_bc(ray_session
     finally:
         algo.stop()
     assert np.isfinite(learners["typed"]["policy_loss"]) and np.isfinite(learners["plain"]["policy_loss"])
+    from offline_graph.jobs.ma_convert import MultiAgentConvertConfig, convert_multi_agent
+
+    with pytest.raises(ConfigError, match="Multi-agent converted rows of typed graphs are not built"):
+        convert_multi_agent(
+            MultiAgentConvertConfig(input=ma, output=str(tmp_path / "ma_rows"), num_workers=1)
+        )
+
+
+def test_envrunner_paths_for_a_typed_env_are_refused_with_the_way_out(tmp_path) -> None:
+    """A typed env gives configure its spaces; RLlib's evaluation and PPO, which step it in our
+    EnvRunners, are refused (not built) naming what to use instead."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    from offline_graph.jobs.recording import plan_jobs, record
+
+    env = "offline_graph/Dispatch-v0"
+    jobs = plan_jobs(
+        env=env,
+        env_config=None,
+        policy="expert",
+        epsilon=0.0,
+        seed=0,
+        episodes=2,
+        episodes_per_file=2,
+        output=str(tmp_path),
+    )
+    list(record(jobs, workers=1, show_progress=False))
+
+    def bc() -> BCConfig:
+        return BCConfig().environment(env).offline_data(input_=[str(tmp_path)], input_read_episodes=True)
+
+    config = offline_graph.configure(bc())
+    assert isinstance(config.observation_space, TypedGraph) and config.action_space.node_type == "job"
+    with pytest.raises(ConfigError, match="evaluate_module"):
+        offline_graph.configure(bc().evaluation(evaluation_interval=1))
+    with pytest.raises(ConfigError, match="train typed graphs offline"):
+        offline_graph.configure(PPOConfig().environment(env))
 
 
 def _plain(n: int) -> dict:

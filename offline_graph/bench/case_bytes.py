@@ -79,6 +79,56 @@ def globals_row(table: Any, counts: np.ndarray, width: int = 8) -> Row:
     )
 
 
+def typed_row(graphs: int = 512, seed: int = 0) -> Row:
+    """Typed graphs (:class:`~offline_graph.data.graphs.typed.TypedGraph`) in flight: the
+    prelearner's Arrow rows of ``graphs`` long-tailed scheduling states (operations F=4, a
+    lognormal count of 4..400; machines F=3, 2..20; ``op__next__op`` chains without features,
+    ``op__on__machine`` with D=1), against each type padded to its largest count."""
+    from offline_graph.data.analysis.typed_stats import typed_bytes
+    from offline_graph.data.graphs.graph_arrow import graph_arrays
+    from offline_graph.data.graphs.typed import TypedGraph, typed_observation
+    from offline_graph.data.graphs.typed_columns import TypedColumns
+
+    import gymnasium as gym
+
+    def box(width: int) -> gym.spaces.Box:
+        return gym.spaces.Box(-np.inf, np.inf, (width,), np.float32)
+
+    space = TypedGraph({"op": box(4), "machine": box(3)}, {"op__next__op": None, "op__on__machine": box(1)})
+    rng = np.random.default_rng(seed)
+    observations = []
+    for _ in range(graphs):
+        ops = int(np.clip(rng.lognormal(3.0, 1.0), 4, 400))
+        machines = int(rng.integers(2, 21))
+        chain = np.stack([np.arange(ops - 1), np.arange(1, ops)])
+        on = np.stack([np.arange(ops), rng.integers(0, machines, ops)])
+        observations.append(
+            typed_observation(
+                {
+                    "x": {"op": rng.random((ops, 4)), "machine": rng.random((machines, 3))},
+                    "edge_index": {"op__next__op": chain, "op__on__machine": on},
+                    "edge_attr": {"op__on__machine": rng.random((ops, 1))},
+                },
+                space,
+            )
+        )
+    cols = TypedColumns.from_graphs(observations, space)
+    flight = pa.table(graph_arrays(cols)).nbytes / graphs
+    parts = {k: np.diff(p.edge_ptr if "__" in k else p.node_ptr) for k, p in cols.parts.items()}
+    real, padded, largest = typed_bytes(parts, space, np.ones(graphs, bool))
+    return Row(
+        "bytes",
+        "typed graph (2 node, 2 edge types) in flight",
+        "B/transition",
+        [flight],
+        [float(padded)],
+        f"each type padded to its largest count ({', '.join(f'{k} {v}' for k, v in largest.items())})",
+        True,
+        f"Arrow rows {flight / real:.3f}x the real payload ({real:.0f} B/tr); "
+        f"padded per type {padded / real:.1f}x",
+    )
+
+
 def case_bytes(ctx: BenchContext) -> list[Row]:
     """Bytes per transition at each stage, ours vs the padded stock path (lower is better)."""
     cfg, data = ctx.cfg, ctx.data
@@ -189,6 +239,7 @@ def case_bytes(ctx: BenchContext) -> list[Row]:
         ),
         selection,
         globals_row(table, counts),
+        typed_row(),
         *case_frames(ctx),
         *default_run_bytes(ctx),
     ]

@@ -49,9 +49,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offline_graph.data.store import storage
-from offline_graph.data.errors import (
-    GraphValidationError,
-)
+from offline_graph.data.errors import ConfigError, GraphValidationError
 from offline_graph.data.store.format import make_metadata
 from offline_graph.data.analysis.ma_stats import AgentSpaces, read_parts, resolve_agent_spaces
 from offline_graph.data.episodes.reader import ReadStats, batch_columns
@@ -171,6 +169,13 @@ def convert_multi_agent(
         spaces = cfg.data.resolve_agent_spaces("convert")
     else:
         spaces = resolve_agent_spaces(scan, scan.metadata, "convert")
+    typed = sorted(str(key) for key, spec in spaces.specs.items() if spec.typed is not None)
+    if typed:
+        raise ConfigError(
+            f"convert: every agent's observation space must be a Graph or a Dict with one for "
+            f"multi-agent rows (found typed graphs for {typed}). Multi-agent converted rows of "
+            "typed graphs are not built; train from the episode files (input_read_episodes=True)."
+        )
     meta = {**cfg.source, "multi_agent": True, "agent_spaces": spaces.metadata(), "gamma": cfg.gamma}
     schema = MA_SCHEMA.with_metadata(make_metadata("transitions", **meta))
     total = conversion.run(scan, cfg, tuple(sorted(spaces.specs.items())), map_class, schema)

@@ -32,6 +32,7 @@ import gymnasium as gym
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import graph_part
+from offline_graph.data.graphs.typed import TypedGraph
 
 RUNNER_CPUS = 0.25
 """``num_cpus_per_env_runner`` configure sets when it is left at RLlib's default (1)."""
@@ -58,11 +59,21 @@ def configure_env(cfg: Any) -> None:
         obs_space, act_space = env.observation_space, env.action_space
     finally:
         env.close()
-    if not isinstance(graph_part(obs_space), gym.spaces.Graph):
+    typed = isinstance(graph_part(obs_space), TypedGraph)
+    if not isinstance(graph_part(obs_space), gym.spaces.Graph) and not typed:
         raise ConfigError(
-            f"configure: env {cfg.env!r} observation space must be a gymnasium.spaces.Graph or "
-            f"a Dict with one Graph entry and flat ones (found {obs_space!r}). Wrap the env so it "
-            "returns GraphInstance observations."
+            f"configure: env {cfg.env!r} observation space must be a gymnasium.spaces.Graph, an "
+            f"offline_graph.TypedGraph or a Dict with one and flat parts (found {obs_space!r}). "
+            "Wrap the env so it returns GraphInstance (or typed graph dict) observations."
+        )
+    if typed and (cfg.evaluation_interval or cfg.output):
+        raise ConfigError(
+            f"configure: config.evaluation(evaluation_interval=...) and offline_data(output=...) "
+            f"must be unset for env {cfg.env!r}, whose observations are typed graphs (found "
+            f"evaluation_interval={cfg.evaluation_interval!r}, output={cfg.output!r}). Typed "
+            "graphs in RLlib's EnvRunners are not built: evaluate the trained module with "
+            "offline_graph.evaluate_module(algo.get_module(), env) or offline-graph evaluate, "
+            "and record with offline-graph record."
         )
     given = {"observation": cfg.observation_space, "action": cfg.action_space}
     from_env = {"observation": obs_space, "action": act_space}
