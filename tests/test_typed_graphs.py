@@ -109,6 +109,17 @@ def test_a_typed_graph_inside_a_dict_carries_its_globals() -> None:
     np.testing.assert_array_equal(batch["ptr:machine"], [0, 1, 3])
 
 
+def test_spaces_are_inferred_from_typed_episodes_without_metadata() -> None:
+    """Masks of the job count in every step -> NodeAction over "job", limited by the most jobs
+    seen (3); the widths and edge types from the arrays (``machine__serves__job`` without
+    features)."""
+    from offline_graph.data.graphs.space_text import infer_spaces
+
+    episodes = [raw([obs(2, 1, [(0, 0)]), obs(3, 2, [(2, 1)]), obs(1, 1, [])], [1, 2])]
+    observation, action = infer_spaces(episodes)
+    assert observation == SPACE and action == NodeAction(3, node_type="job")
+
+
 def test_text_forms_round_trip() -> None:
     text = "typed:job=2,machine=1|job__fits__machine=1,machine__serves__job"
     assert space_text(SPACE) == text and parse_space(text, "observation") == SPACE
@@ -136,6 +147,18 @@ def test_a_bad_part_is_refused_with_its_key_and_step(change, reason, where) -> N
     with pytest.raises(GraphValidationError) as err:
         validate_episode(raw([obs(2, 1, [(0, 0)]), bad, obs(1, 1, [])], [1, 1]), spec_from_spaces(SPACE, ACT))
     assert err.value.reason == reason and "step t=1" in str(err.value) and where in str(err.value), err.value
+
+
+def test_types_without_nodes_or_edges_may_be_given_as_any_empty_array_or_left_out() -> None:
+    """No machine (``[]``), no fits edge (a float ``np.zeros((2, 0))``, no features), no serves
+    edge type at all: the step has 0 machines and 0 edges of both types."""
+    from offline_graph.data.graphs.typed import typed_observation
+
+    step = {"x": {"job": np.ones((2, 2)), "machine": []}, "edge_index": {FITS: np.zeros((2, 0))}}
+    out = typed_observation(step, SPACE)
+    assert out["x"]["machine"].shape == (0, 1) and out["x"]["job"].dtype == np.float32
+    assert out["edge_index"][FITS].shape == out["edge_index"][SERVES].shape == (2, 0)
+    assert out["edge_attr"][FITS].shape == (0, 1) and out["edge_index"][FITS].dtype == np.int64
 
 
 def test_an_action_beyond_the_action_types_nodes_is_refused() -> None:

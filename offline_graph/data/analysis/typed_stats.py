@@ -13,6 +13,7 @@ import numpy as np
 from offline_graph.data.episodes.codec import RawEpisode
 from offline_graph.data.episodes.spec import EpisodeSpec
 from offline_graph.data.graphs.typed import TypedGraph, typed_space
+from offline_graph.data.graphs.typed_infer import infer_typed
 
 
 def metadata_typed(meta: Mapping[str, Any]) -> tuple[TypedGraph | None, str | None]:
@@ -24,23 +25,6 @@ def metadata_typed(meta: Mapping[str, Any]) -> tuple[TypedGraph | None, str | No
     typed = typed_space(parse_space(text, "observation")) if isinstance(text, str) else None
     node_type = action.partition("@")[2] or None if isinstance(action, str) else None
     return typed, node_type
-
-
-def infer_typed(obs: Any) -> TypedGraph | None:
-    """The :class:`TypedGraph` of one typed observation dict (widths from its arrays), None
-    when ``obs`` is not one (its ``x`` not a dict of ``[N, F]`` arrays)."""
-    import gymnasium as gym
-
-    if not isinstance(obs, Mapping) or not isinstance(obs.get("x"), Mapping):
-        return None
-    box = lambda width: gym.spaces.Box(-np.inf, np.inf, (int(width),), np.float32)  # noqa: E731
-    try:
-        nodes = {str(t): box(np.shape(x)[1]) for t, x in obs["x"].items()}
-        attrs = obs.get("edge_attr") or {}
-        edges = {r: (box(np.shape(attrs[r])[1]) if r in attrs else None) for r in obs.get("edge_index") or {}}
-        return TypedGraph(nodes, edges)
-    except (IndexError, TypeError, ValueError):
-        return None
 
 
 def typed_spec(

@@ -255,7 +255,8 @@ def spec_from_spaces(observation_space: Any, action_space: Any) -> EpisodeSpec:
     from offline_graph.data.graphs.globals import globals_layout
     from offline_graph.data.graphs.graph import space_sizes
     from offline_graph.data.graphs.spaces import selection_level
-    from offline_graph.data.graphs.typed import action_node_type, typed_space
+    from offline_graph.data.graphs.typed import typed_space
+    from offline_graph.data.graphs.typed_infer import action_node_type
 
     typed = typed_space(observation_space)
     feat, edim = (0, None) if typed is not None else space_sizes(observation_space)

@@ -35,6 +35,7 @@ from offline_graph.data.graphs.globals import GRAPH_KEYS, GlobalsLayout, globals
 from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.data.graphs.spaces import EdgeAction, NodeAction, selection_level
 from offline_graph.data.graphs.typed import TypedGraph, parse_typed
+from offline_graph.data.graphs.typed_infer import infer_typed_spaces
 from offline_graph.data.episodes.validation import EpisodeSpec
 
 Role = Literal["observation", "action"]
@@ -226,6 +227,10 @@ def infer_spaces(episodes: Iterable[RawEpisode], where: str = "data") -> tuple[g
 
     Raises ConfigError when the episodes disagree (F, D, mask level) or hold no observation.
     """
+    episodes = list(episodes)
+    first = next((o for raw in episodes for o in raw.observations), None)
+    if isinstance(first, dict) and isinstance(first.get("x"), dict):  # a typed graph
+        return infer_typed_spaces(episodes, where)
     seen: dict[str, Any] = {}
     levels: set[str] | None = None
     largest = {"action": -1, "node": 0, "edge": 0}

@@ -20,8 +20,9 @@ and ``_`` (no ``__`` inside a name). One observation::
      "action_mask": bool [N_job]}      # only with NodeAction(max_nodes, node_type="job")
 
 ``edge_index`` row 0 indexes the source type's nodes (``0..N_src-1``), row 1 the target type's.
-Every node type and edge type of the space is present (a count of 0 is ``[0, F]`` /
-``[2, 0]``); an edge type without features has no ``edge_attr`` entry. A node type may have no
+Every node type of the space is present (no nodes: any empty array, ``[]`` or ``[0, F]``); an
+edge type without edges is an empty array or left out; one without features has no
+``edge_attr`` entry. A node type may have no
 nodes; the graph must have at least one node, and a ``NodeAction`` type at least one per step.
 Text form: ``typed:job=3,machine=2|job__fits__machine=1,machine__runs__job``.
 """
@@ -277,6 +278,8 @@ def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
                 f"{column} must be present: every node type of the space (found {sorted(xs)})",
             )
         x = _array(xs[t])
+        if x.size == 0 and x.dtype != object:  # no nodes of this type ([], [0, F], any dtype)
+            x = np.zeros((0, feat), np.float32)
         if x.ndim != 2 or x.shape[1] != feat or x.dtype.kind not in "fiu":
             raise TypedPartError("x_shape", column, f"{column} must be float [N, {feat}] (found {_shown(x)})")
         x = x.astype(np.float32, copy=False)
@@ -292,7 +295,7 @@ def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
     for r, dim in space.edge_dims.items():
         column = f"edge_index[{r!r}]"
         ei = _array(eis.get(r, np.zeros((2, 0), np.int64)))
-        if ei.size == 0 and ei.ndim != 2:
+        if ei.size == 0 and ei.dtype != object:  # no edges of this type ([], np.zeros((2, 0)), ...)
             ei = np.zeros((2, 0), np.int64)
         if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
             raise TypedPartError(
@@ -347,33 +350,6 @@ def typed_space(space: Any) -> TypedGraph | None:
         found = [s for s in space.spaces.values() if isinstance(s, TypedGraph)]
         return found[0] if len(found) == 1 else None
     return None
-
-
-def action_node_type(typed: TypedGraph | None, action_space: Any) -> str | None:
-    """The node type a ``NodeAction`` picks from (None for other actions); ConfigError where
-    the action space does not fit the observation space (an ``EdgeAction`` or a ``NodeAction``
-    without a node type on a typed graph, a ``node_type`` on a plain one)."""
-    level = getattr(action_space, "level", None)
-    node_type = getattr(action_space, "node_type", None)
-    if typed is None:
-        if node_type is not None:
-            raise ConfigError(
-                f"action space: NodeAction's node_type must be None for a plain Graph observation "
-                f"space (found node_type={node_type!r}). node_type names a TypedGraph's node type."
-            )
-        return None
-    if level == "edge":
-        raise ConfigError(
-            f"action space: the action of a typed graph must be Discrete(k) or NodeAction(max, "
-            f"node_type=...) (found {action_space!r}). Edge actions on typed graphs are not built."
-        )
-    if level == "node" and node_type not in typed.node_dims:
-        raise ConfigError(
-            f"action space: NodeAction's node_type must be one of the observation's node types "
-            f"{typed.node_types} (found {node_type!r}). E.g. NodeAction({int(action_space.n)}, "
-            f"node_type={typed.node_types[0]!r})."
-        )
-    return node_type if level == "node" else None
 
 
 def text_keys(obs: dict[str, Any]) -> dict[str, Any]:
