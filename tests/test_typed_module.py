@@ -236,9 +236,9 @@ def test_missing_batch_key_names_it():
         ({"memory": "gru"}, JOB_ACT, "'memory' must be unset for a typed graph"),
         ({"frame_stack": 2}, JOB_ACT, "'frame_stack' must be 1 for a typed graph"),
         ({"bag_of_nodes": True}, JOB_ACT, "'bag_of_nodes' must be False for a typed graph"),
-        ({}, EdgeAction(5), "must be Discrete or NodeAction\\(node_type=...\\) for a typed graph"),
-        ({}, NodeAction(5), r"node_type must be one of .*\['job', 'machine'\] \(found node_type=None\)"),
-        ({}, NodeAction(5, node_type="robot"), "found node_type='robot'"),
+        ({}, EdgeAction(5), "must be Discrete\\(k\\) or NodeAction\\(max, node_type=...\\)"),
+        ({}, NodeAction(5), r"node_type must be one of .*\['job', 'machine'\] \(found None\)"),
+        ({}, NodeAction(5, node_type="robot"), "found 'robot'"),
         ({"node_types": ["machine"]}, JOB_ACT, "'node_types' must include the action's node type 'job'"),
         ({"node_types": ["robot"]}, JOB_ACT, "'node_types' must be distinct node types .*found 'robot'"),
         ({"node_types": ["job", "job"]}, JOB_ACT, "found duplicates"),
@@ -253,7 +253,7 @@ def test_refused_configs(model_config, action_space, match):
 
 def test_typed_keys_refused_on_plain_graphs():
     plain = gym.spaces.Graph(node_space=box(3), edge_space=None)
-    with pytest.raises(ConfigError, match="node_type must be None for a plain graph"):
+    with pytest.raises(ConfigError, match="node_type must be None for a plain Graph"):
         build(space=plain, action_space=JOB_ACT)
     with pytest.raises(ConfigError, match="'node_types' must be unset for a plain"):
         resolve_gnn_config({"node_types": ["job"]}, plain)

@@ -32,8 +32,9 @@ ROWS = (
 
 
 @dataclass(frozen=True)
-class Config(TrainingConfig):
-    """Settings of the whole table (the training settings apply to every run)."""
+class ExpertLogsConfig(TrainingConfig):
+    """Settings of a table trained on one noisy expert's logs (the training settings apply to
+    every run): Channel-v0's here, Dispatch-v0's (:mod:`offline_graph.cli.experiments.dispatch`)."""
 
     iterations: int = field(default=6, metadata=bounded(1, hint="Train at least once."))
     """algo.train() calls per run."""
@@ -50,18 +51,24 @@ class Config(TrainingConfig):
     )
     """Evaluate the module every this many iterations (and after the last): the curves."""
     logs_episodes: int = field(default=300, metadata=bounded(1, hint="Record at least one episode."))
-    """Episodes of the logs (the expert with random nodes, recording seed 0)."""
+    """Episodes of the logs (the expert with random actions, recording seed 0)."""
     logs_epsilon: float = field(
-        default=0.2, metadata=bounded(0.0, 1.0, hint="It is the probability of a random node.")
+        default=0.2, metadata=bounded(0.0, 1.0, hint="It is the probability of a random action.")
     )
-    """Probability of a random node in the logs."""
+    """Probability of a random action (node, job) in the logs."""
+
+
+@dataclass(frozen=True)
+class Config(ExpertLogsConfig):
+    """Settings of the whole table (the training settings apply to every run)."""
+
     rows: list[str] = field(
         default_factory=lambda: [r.key for r in ROWS], metadata=arg(choices=[r.key for r in ROWS])
     )
     """Rows to run (keys of the table)."""
 
 
-def data(cfg: Config) -> dict[str, Logged | str]:
+def data(cfg: ExpertLogsConfig) -> dict[str, Logged | str]:
     return {"logs": Logged("expert", cfg.logs_epsilon, cfg.logs_episodes, 0)}
 
 
@@ -75,6 +82,16 @@ def targets(stats: dict[str, dict[str, Any]], scores: dict[str, float]) -> list[
     return present(*(gap(stats, algo, f"{algo}-graph-only", 30.0) for algo in ("bc", "iql")))
 
 
+QUICK = {"seeds": 1, "logs_episodes": 30, "iterations": 1, "eval_every": 1, "eval_episodes": 5}
+"""``--quick`` of an :class:`ExpertLogsConfig` table."""
+SHOWN = ("updates_per_iteration", "batch_size", "lr", "hidden", "layers", "logs_epsilon")
+BASELINES = (
+    Baseline("expert", "expert", 0.0),
+    Baseline("random", "random", 0.0),
+    Baseline("behaviour", "expert", "logs_epsilon"),
+)
+"""The expert, random and the logs' behaviour policy, evaluated beside the trained modules."""
+
 TASK = Task(
     name="channel",
     prog="experiment",
@@ -82,15 +99,11 @@ TASK = Task(
     env=ENV,
     config=Config,
     rows=ROWS,
-    quick={"seeds": 1, "logs_episodes": 30, "iterations": 1, "eval_every": 1, "eval_episodes": 5},
+    quick=QUICK,
     data=data,
     trainer="single_agent",
     settings=settings,
     targets=targets,
-    shown=("updates_per_iteration", "batch_size", "lr", "hidden", "layers", "logs_epsilon"),
-    baselines=(
-        Baseline("expert", "expert", 0.0),
-        Baseline("random", "random", 0.0),
-        Baseline("behaviour", "expert", "logs_epsilon"),
-    ),
+    shown=SHOWN,
+    baselines=BASELINES,
 )

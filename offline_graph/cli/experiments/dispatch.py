@@ -20,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from offline_graph.cli.arguments import arg, bounded
-from offline_graph.cli.experiments.spec import Baseline, Logged, Row, Task, TrainingConfig
+from offline_graph.cli.arguments import arg
+from offline_graph.cli.experiments.channel import BASELINES, QUICK, SHOWN, ExpertLogsConfig, data
+from offline_graph.cli.experiments.spec import Row, Task
 from offline_graph.cli.experiments.targets import gap, present
 
 ENV = "offline_graph/Dispatch-v0"
@@ -36,37 +37,13 @@ ROWS = (
 
 
 @dataclass(frozen=True)
-class Config(TrainingConfig):
+class Config(ExpertLogsConfig):
     """Settings of the whole table (the training settings apply to every run)."""
 
-    iterations: int = field(default=6, metadata=bounded(1, hint="Train at least once."))
-    """algo.train() calls per run."""
-    updates_per_iteration: int = 30
-    """Learner updates per iteration."""
-    batch_size: int = 64
-    """Transitions per learner batch."""
-    lr: float = 3e-3
-    """Adam learning rate (IQL: actor, critic and value)."""
-    hidden: int = 32
-    """GNN node embedding width."""
-    eval_every: int = field(
-        default=2, metadata=bounded(1, hint="It is the spacing of the learning-curve points.")
-    )
-    """Evaluate the module every this many iterations (and after the last): the curves."""
-    logs_episodes: int = field(default=300, metadata=bounded(1, hint="Record at least one episode."))
-    """Episodes of the logs (the expert with random jobs, recording seed 0)."""
-    logs_epsilon: float = field(
-        default=0.2, metadata=bounded(0.0, 1.0, hint="It is the probability of a random job.")
-    )
-    """Probability of a random job in the logs."""
     rows: list[str] = field(
         default_factory=lambda: [r.key for r in ROWS], metadata=arg(choices=[r.key for r in ROWS])
     )
     """Rows to run (keys of the table)."""
-
-
-def data(cfg: Config) -> dict[str, Logged | str]:
-    return {"logs": Logged("expert", cfg.logs_epsilon, cfg.logs_episodes, 0)}
 
 
 def settings(cfg: Config, row: Row) -> dict[str, Any]:
@@ -86,15 +63,11 @@ TASK = Task(
     env=ENV,
     config=Config,
     rows=ROWS,
-    quick={"seeds": 1, "logs_episodes": 30, "iterations": 1, "eval_every": 1, "eval_episodes": 5},
+    quick=QUICK,
     data=data,
     trainer="single_agent",
     settings=settings,
     targets=targets,
-    shown=("updates_per_iteration", "batch_size", "lr", "hidden", "layers", "logs_epsilon"),
-    baselines=(
-        Baseline("expert", "expert", 0.0),
-        Baseline("random", "random", 0.0),
-        Baseline("behaviour", "expert", "logs_epsilon"),
-    ),
+    shown=SHOWN,
+    baselines=BASELINES,
 )

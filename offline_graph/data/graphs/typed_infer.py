@@ -14,7 +14,7 @@ from offline_graph.data.graphs.spaces import NodeAction
 from offline_graph.data.graphs.typed import TypedGraph, edge_type_text
 
 
-def action_node_type(typed: TypedGraph | None, action_space: Any) -> str | None:
+def action_node_type(typed: TypedGraph | None, action_space: Any, where: str = "action space") -> str | None:
     """The node type a ``NodeAction`` picks from (None for other actions); ConfigError where
     the action space does not fit the observation space (an ``EdgeAction`` or a ``NodeAction``
     without a node type on a typed graph, a ``node_type`` on a plain one)."""
@@ -23,18 +23,18 @@ def action_node_type(typed: TypedGraph | None, action_space: Any) -> str | None:
     if typed is None:
         if node_type is not None:
             raise ConfigError(
-                f"action space: NodeAction's node_type must be None for a plain Graph observation "
+                f"{where}: NodeAction's node_type must be None for a plain Graph observation "
                 f"space (found node_type={node_type!r}). node_type names a TypedGraph's node type."
             )
         return None
     if level == "edge":
         raise ConfigError(
-            f"action space: the action of a typed graph must be Discrete(k) or NodeAction(max, "
+            f"{where}: the action of a typed graph must be Discrete(k) or NodeAction(max, "
             f"node_type=...) (found {action_space!r}). Edge actions on typed graphs are not built."
         )
     if level == "node" and node_type not in typed.node_dims:
         raise ConfigError(
-            f"action space: NodeAction's node_type must be one of the observation's node types "
+            f"{where}: NodeAction's node_type must be one of the observation's node types "
             f"{typed.node_types} (found {node_type!r}). E.g. NodeAction({int(action_space.n)}, "
             f"node_type={typed.node_types[0]!r})."
         )

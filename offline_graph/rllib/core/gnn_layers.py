@@ -148,14 +148,21 @@ class GraphEncoder(nn.Module):
         """Pool node embeddings into [num_graphs, out_dim] (``size`` fixes B, never inferred),
         the observation's ``globals`` concatenated."""
         pooled = pool_nodes(h, batch, num_graphs, self.pool)
-        if not self.globals_dim:
-            return pooled
-        g = obs.get("globals")
-        if g is None or tuple(g.shape) != (num_graphs, self.globals_dim):
-            found = "no 'globals'" if g is None else f"globals {list(g.shape)}"
-            raise ValueError(
-                f"GraphEncoder: the observation batch must carry globals [{num_graphs}, "
-                f"{self.globals_dim}] (found {found}). The module's observation space is a Dict "
-                "with flat parts; batch its observations with offline_graph.collate."
-            )
-        return torch.cat([pooled, g.to(pooled.dtype)], dim=-1)
+        return with_globals(pooled, obs, self.globals_dim, "GraphEncoder")
+
+
+def with_globals(pooled: torch.Tensor, obs: dict[str, torch.Tensor], dim: int, where: str) -> torch.Tensor:
+    """``pooled [B, P]`` with the observation's graph-level ``globals [B, dim]`` concatenated
+    (``dim`` 0: as it is); ValueError naming ``where`` when the batch lacks them."""
+    if not dim:
+        return pooled
+    num_graphs = pooled.shape[0]
+    g = obs.get("globals")
+    if g is None or tuple(g.shape) != (num_graphs, dim):
+        found = "no 'globals'" if g is None else f"globals {list(g.shape)}"
+        raise ValueError(
+            f"{where}: the observation batch must carry globals [{num_graphs}, {dim}] (found "
+            f"{found}). The module's observation space is a Dict with flat parts; batch its "
+            "observations with offline_graph.collate."
+        )
+    return torch.cat([pooled, g.to(pooled.dtype)], dim=-1)

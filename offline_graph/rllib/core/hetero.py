@@ -28,9 +28,9 @@ from torch import nn
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import FLAT_SPACES
-from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.data.graphs.typed import TypedGraph, edge_ends, typed_space
-from offline_graph.rllib.core.gnn_layers import POOLS, GraphEncoding, mlp, pool_nodes
+from offline_graph.data.graphs.typed_infer import action_node_type as node_type_of
+from offline_graph.rllib.core.gnn_layers import POOLS, GraphEncoding, mlp, pool_nodes, with_globals
 
 _WHERE = "GNNModule model_config"
 
@@ -95,33 +95,12 @@ def refuse_node_types_key(mc: dict[str, Any]) -> None:
 
 
 def action_node_type(action_space: Any, space: TypedGraph | None, node_types: list[str] | None) -> str | None:
-    """The node type a ``NodeAction`` chooses among (None for a graph-level action); refuses
-    ``EdgeAction`` on a typed space and a ``NodeAction`` whose ``node_type`` does not fit the
-    observation space (set on a plain space, unset or unknown on a typed one, or left out by
-    ``node_types``)."""
-    level = selection_level(action_space)
-    node_type = getattr(action_space, "node_type", None)
-    where = "GNNModule action_space"
-    if space is None:
-        if node_type is not None:
-            raise ConfigError(
-                f"{where}: NodeAction node_type must be None for a plain graph observation space "
-                f"(found node_type={node_type!r}). node_type names a TypedGraph's node type."
-            )
+    """The node type a ``NodeAction`` chooses among (None for a graph-level action), as the
+    data path reads it (:func:`offline_graph.data.graphs.typed_infer.action_node_type`: refuses
+    what does not fit the observation space); also refused when ``node_types`` leaves it out."""
+    node_type = node_type_of(space, action_space, "GNNModule action_space")
+    if node_type is None:
         return None
-    if level == "edge":
-        raise ConfigError(
-            f"{where}: action space must be Discrete or NodeAction(node_type=...) for a typed graph "
-            f"observation space (found {action_space!r}). Edge selection over typed graphs is not supported."
-        )
-    if level != "node":
-        return None
-    if node_type not in space.node_types:
-        raise ConfigError(
-            f"{where}: NodeAction node_type must be one of the observation space's node types "
-            f"{space.node_types} (found node_type={node_type!r}). E.g. NodeAction({int(action_space.n)}, "
-            f"node_type={space.node_types[0]!r})."
-        )
     if node_types is not None and node_type not in node_types:
         raise ConfigError(
             f"{_WHERE}: 'node_types' must include the action's node type {node_type!r} "
@@ -231,7 +210,7 @@ class TypedGraphEncoder(nn.Module):
                     f"ptr:{self.anchor} (found {ptr.numel()}). Every node type's ptr counts all B graphs."
                 )
             pooled.append(pool_nodes(h[self._alias[t]], index[t][0], num_graphs, self.pool))
-        graphs = self._with_globals(torch.cat(pooled, dim=-1), num_graphs, obs)
+        graphs = with_globals(torch.cat(pooled, dim=-1), obs, self.globals_dim, "TypedGraphEncoder")
         batch, ptr = index[self.anchor]
         return GraphEncoding(h[self._alias[self.anchor]], graphs, batch, ptr)
 
@@ -244,18 +223,3 @@ class TypedGraphEncoder(nn.Module):
             counts = ptr[1:] - ptr[:-1]
             batch = torch.repeat_interleave(torch.arange(counts.numel(), device=ptr.device), counts)
         return batch.long(), ptr
-
-    def _with_globals(
-        self, pooled: torch.Tensor, num_graphs: int, obs: dict[str, torch.Tensor]
-    ) -> torch.Tensor:
-        if not self.globals_dim:
-            return pooled
-        g = obs.get("globals")
-        if g is None or tuple(g.shape) != (num_graphs, self.globals_dim):
-            found = "no 'globals'" if g is None else f"globals {list(g.shape)}"
-            raise ValueError(
-                f"TypedGraphEncoder: the observation batch must carry globals [{num_graphs}, "
-                f"{self.globals_dim}] (found {found}). The module's observation space is a Dict "
-                "with flat parts; batch its observations with offline_graph.collate."
-            )
-        return torch.cat([pooled, g.to(pooled.dtype)], dim=-1)
