@@ -10,7 +10,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from ray.rllib.algorithms.bc import BCConfig
-from ray.rllib.algorithms.iql import IQLConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
@@ -231,14 +230,12 @@ def _trained(config, data: str, episodes: bool = True):
         algo.stop()
 
 
-def test_bc_from_episodes_iql_from_converted_rows_and_multi_agent_bc(ray_session, tmp_path) -> None:
-    """BC from ``SingleAgentEpisode``s (``write_episodes``), IQL from those episodes' converted
-    rows, and BC on a ``MultiAgentEpisode`` of a typed agent and a plain-graph one (one module
-    each): every loss finite, the modules' greedy actions are jobs. Over 20 s: three algorithms
-    built and trained once each, one Ray Data read each."""
-    from offline_graph.jobs.convert import ConvertConfig, convert
-
-    data, rows = str(tmp_path / "eps"), str(tmp_path / "rows")
+def test_bc_from_rllib_episodes_and_multi_agent_bc(ray_session, tmp_path) -> None:
+    """BC from ``SingleAgentEpisode``s (``write_episodes``, edge types as tuple keys) and BC on
+    ``MultiAgentEpisode``s of a typed agent and a plain-graph one (one module each): every loss
+    finite, the module scores the action type's nodes (a masked job never chosen). IQL from
+    converted rows: the CLI test below. Multi-agent converted rows of typed agents: refused."""
+    data = str(tmp_path / "eps")
     offline_graph.write_episodes(data, _episodes(12, 0))
     bc, module = _trained(BCConfig().training(lr=3e-3), data)
     assert np.isfinite(bc["policy_loss"])
@@ -254,10 +251,6 @@ def test_bc_from_episodes_iql_from_converted_rows_and_multi_agent_bc(ray_session
     out = module.forward_inference({"obs": {k: torch.as_tensor(v) for k, v in batch.items()}})
     assert tuple(out["action_dist_inputs"].shape) == (1, 3)
     assert bool(torch.isinf(out["action_dist_inputs"][0, 0]) or out["action_dist_inputs"][0, 0] < -1e30)
-
-    convert(ConvertConfig(input=data, output=rows, spec=spec_from_spaces(SPACE, ACT), num_workers=1))
-    iql, _ = _trained(IQLConfig(), rows, episodes=False)
-    assert all(np.isfinite(iql[k]) for k in ("policy_loss", "qf_loss", "vf_loss")), iql
 
     plain = offline_graph.graph_space(3, None)
     ma = str(tmp_path / "ma")
@@ -341,3 +334,49 @@ def test_envrunner_paths_for_a_typed_env_are_refused_with_the_way_out(tmp_path) 
 
 def _plain(n: int) -> dict:
     return {"x": np.full((n + 2, 3), n, np.float32), "edge_index": np.array([[0], [1]], np.int64)}
+
+
+def test_record_inspect_convert_train_evaluate_from_the_cli(ray_session, tmp_path, capsys) -> None:
+    """The commands on Dispatch-v0's typed logs: ``record`` writes the typed space's text,
+    ``inspect`` counts each type (bytes: a job 8 B, a machine 8 B, a fits edge 16 + 4 B, a
+    serves edge 16 B) against each type padded to its largest count, ``convert`` writes the
+    per-type columns, ``train`` learns BC from the rows (above the ~3.3 a jobs-only policy
+    gets) and IQL from the same rows (its critics on the final observations' columns),
+    ``evaluate`` restores the module and replays its returns. One chain of data, so one test."""
+    import json
+
+    from offline_graph.cli import convert, evaluate, inspect_data, record, train
+    from offline_graph.data.analysis.stats import inspect_path
+
+    text = "typed:job=2,machine=2|job__fits__machine=1,machine__serves__job"
+    logs, rows, ckpt = str(tmp_path / "logs"), str(tmp_path / "rows"), str(tmp_path / "bc")
+    argv = ["--env", "offline_graph/Dispatch-v0", "--policy", "expert", "--epsilon", "0.2"]
+    assert record.main([*argv, "--episodes", "60", "--output", logs]) == 0
+    assert inspect_data.main([logs]) == 0
+    assert (
+        f"spaces                            {text} / node:8@job (the file metadata)"
+        in capsys.readouterr().out
+    )
+    summary = inspect_path(logs)
+    largest = summary["typed"]["largest"]
+    assert largest["job"] <= 8 and largest["machine"] <= 4 and largest[FITS] == largest[SERVES]
+    width = {"job": 8, "machine": 8, FITS: 20, SERVES: 16}
+    assert summary["padded_box"]["bytes_per_transition"] == sum(largest[k] * width[k] for k in width)
+    assert (
+        3 * 8 + 2 * 8 + 36 <= summary["bytes_per_transition"] < summary["padded_box"]["bytes_per_transition"]
+    )
+    assert convert.main(["--input", logs, "--output", rows]) == 0
+    assert "transitions out: 480 " in capsys.readouterr().out
+    argv = ["--algo", "bc", "--data", rows, "--checkpoint", ckpt, "--iterations", "4", "--lr", "3e-3"]
+    argv += ["--updates-per-iteration", "30", "--batch-size", "64", "--hidden", "32", "--eval-episodes", "10"]
+    result = train.run(train.parse_args(argv))
+    assert result["evaluation"]["module"]["mean_return"] > 3.3 + 1.5, result["evaluation"]
+    assert (
+        evaluate.main(["--checkpoint", ckpt, "--episodes", "10", "--output", str(tmp_path / "e.json")]) == 0
+    )
+    replay = json.loads((tmp_path / "e.json").read_text())["module"]["returns"]
+    assert replay == result["evaluation"]["module"]["returns"]
+    argv = ["--algo", "iql", "--data", rows, "--checkpoint", str(tmp_path / "iql"), "--iterations", "1"]
+    argv += ["--updates-per-iteration", "10", "--batch-size", "32", "--hidden", "16", "--eval-episodes", "0"]
+    (step,) = train.run(train.parse_args(argv))["history"]
+    assert step["module_steps_trained"] > 0 and np.isfinite(step["qf_loss"]), step
