@@ -301,33 +301,53 @@ def test_bc_from_rllib_episodes_and_multi_agent_bc(ray_session, tmp_path) -> Non
         )
 
 
-def test_envrunner_paths_for_a_typed_env_are_refused_with_the_way_out(tmp_path) -> None:
-    """A typed env gives configure its spaces; RLlib's evaluation and PPO, which step it in our
-    EnvRunners, are refused (not built) naming what to use instead."""
+def test_our_envrunners_record_and_evaluate_a_typed_env_and_ppo_is_refused(ray_session, tmp_path) -> None:
+    """Dispatch-v0 in our EnvRunners: RLlib's recorder (``GraphOfflineEnvRunner``, 2 sub-envs)
+    writes typed episodes (text keys, a mask over the jobs, each action a job of its step)
+    that ``inspect`` reads; BC trained on them is evaluated by RLlib's ``config.evaluation``
+    (greedy, 4 episodes of 8 steps, each paying at most 8). PPO, whose minibatches are not
+    built for typed graphs, is refused with the way out."""
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    from offline_graph.jobs.recording import plan_jobs, record
+    from offline_graph.data.analysis.stats import inspect_path
+    from offline_graph.rllib.env.env_setup import configure_env
 
-    env = "offline_graph/Dispatch-v0"
-    jobs = plan_jobs(
-        env=env,
-        env_config=None,
-        policy="expert",
-        epsilon=0.0,
-        seed=0,
-        episodes=2,
-        episodes_per_file=2,
-        output=str(tmp_path),
+    env, out = "offline_graph/Dispatch-v0", tmp_path / "recorded"
+    rl_module = RLModuleSpec(module_class=offline_graph.GNNModule, model_config={"hidden": 8})
+    config = (
+        BCConfig().environment(env).env_runners(num_envs_per_env_runner=2).rl_module(rl_module_spec=rl_module)
     )
-    list(record(jobs, workers=1, show_progress=False))
-
-    def bc() -> BCConfig:
-        return BCConfig().environment(env).offline_data(input_=[str(tmp_path)], input_read_episodes=True)
-
-    config = offline_graph.configure(bc())
-    assert isinstance(config.observation_space, TypedGraph) and config.action_space.node_type == "job"
-    with pytest.raises(ConfigError, match="evaluate_module"):
-        offline_graph.configure(bc().evaluation(evaluation_interval=1))
+    config.offline_data(output=str(out), output_write_episodes=True).debugging(seed=0)
+    configure_env(config)
+    runner = config.env_runner_cls(config=config, worker_index=0)
+    try:
+        sampled = runner.sample(num_episodes=4, explore=True)
+    finally:
+        runner.stop()
+    for episode in sampled:
+        for t in range(len(episode)):
+            step = episode.get_observations(t)
+            assert set(step["edge_index"]) == {FITS, SERVES} and len(step["action_mask"]) == len(
+                step["x"]["job"]
+            )
+            assert 0 <= int(episode.get_actions(t)) < len(step["x"]["job"])
+    (run,) = sorted(out.glob("*/run-*"))
+    summary = inspect_path(str(run))
+    assert (summary["episodes"], summary["transitions"]) == (len(sampled), sum(len(e) for e in sampled))
+    train = (
+        BCConfig()
+        .environment(env)
+        .rl_module(rl_module_spec=rl_module)
+        .offline_data(input_=[str(out)], input_read_episodes=True, dataset_num_iters_per_learner=2)
+        .training(train_batch_size_per_learner=8)
+        .evaluation(evaluation_interval=1, evaluation_num_env_runners=0, evaluation_duration=4)
+    )
+    algo = offline_graph.configure(train, seed=0).build_algo()
+    try:
+        result = algo.train()["evaluation"]["env_runners"]
+    finally:
+        algo.stop()
+    assert result["num_episodes"] >= 4 and 0.0 <= result["episode_return_mean"] <= 8.0, result
     with pytest.raises(ConfigError, match="train typed graphs offline"):
         offline_graph.configure(PPOConfig().environment(env))
 

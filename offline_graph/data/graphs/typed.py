@@ -256,7 +256,8 @@ def _shown(arr: np.ndarray) -> str:
 def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
     """One observation of ``space`` checked and normalized: ``{"x": {type: float32 [N, F]},
     "edge_index": {edge type text: int64 [2, E]}, "edge_attr": {edge type: float32 [E, D]}}``
-    plus ``action_mask`` as given (checked by the caller, which knows the action space).
+    plus ``action_mask`` and ``globals`` as given (checked by the caller, which knows the
+    action space and the Dict's flat parts).
     Raises :class:`TypedPartError` naming the part that does not fit."""
     if not isinstance(obs, Mapping) or "x" not in obs:
         found = sorted(map(str, obs)) if isinstance(obs, Mapping) else type(obs).__name__
@@ -337,8 +338,9 @@ def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
             )
         out_ea[r] = ea
     out: dict[str, Any] = {"x": out_x, "edge_index": out_ei, "edge_attr": out_ea}
-    if obs.get("action_mask") is not None:
-        out["action_mask"] = obs["action_mask"]
+    for key in ("action_mask", "globals"):  # checked by the caller (the action / Dict space)
+        if obs.get(key) is not None:
+            out[key] = obs[key]
     return out
 
 

@@ -61,9 +61,9 @@ def configure_online(config: C) -> C:
     if typed_space(cfg.observation_space) is not None:
         raise ConfigError(
             f"configure_online: env {cfg.env!r}'s observation space must be a gymnasium.spaces.Graph "
-            f"or a Dict with one (found {cfg.observation_space!r}). PPO samples through RLlib's "
-            "EnvRunners, and typed graphs in them are not built; train typed graphs offline "
-            "(BC, MARWIL, IQL, CQL)."
+            f"or a Dict with one (found {cfg.observation_space!r}). PPO's graph minibatches are not "
+            "built for typed graphs; train typed graphs offline (BC, MARWIL, IQL, CQL), evaluated "
+            "in the env with config.evaluation(...)."
         )
     spec = cfg._rl_module_spec
     if spec is None:

@@ -50,13 +50,18 @@ from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import GlobalsLayout, PartError, dict_layout, split_parts
 from offline_graph.data.graphs.graph import GraphDict, graph_to_dict, space_sizes
+from offline_graph.data.graphs.typed import TypedGraph, text_keys, typed_observation, typed_space
+from offline_graph.data.graphs.typed_columns import TypedColumns
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.env.making import DEFAULT_MASK_KEY
 from offline_graph.rllib.env.env_states import NODE_COUNTS, SplitNodeStates, batch_states, states_in_order
 
 
 def _edge_dim(space: Any, sample: Any = None) -> int | None:
-    """D of a Graph space; without one, of ``sample`` (a GraphInstance or a graph dict)."""
+    """D of a Graph space; without one, of ``sample`` (a GraphInstance or a graph dict);
+    None for a typed graph (a width per edge type)."""
+    if isinstance(space, TypedGraph) or (isinstance(sample, dict) and isinstance(sample.get("x"), dict)):
+        return None
     if isinstance(space, (gym.spaces.Graph, gym.spaces.Dict)):
         return space_sizes(space)[1]
     if isinstance(sample, gym.spaces.GraphInstance):
@@ -92,6 +97,8 @@ def as_graph_dict(
     obs, glob = env_parts(obs, layout)
     if isinstance(obs, gym.spaces.GraphInstance):
         out = graph_to_dict(obs, edge_dim)
+    elif isinstance(obs, dict) and isinstance(obs.get("x"), dict):  # a typed graph, keys as text
+        out = text_keys(obs)
     elif isinstance(obs, dict) and "x" in obs and "edge_index" in obs:
         out = obs
     else:
@@ -109,8 +116,11 @@ def as_graph_dict(
     return out
 
 
-def num_choices(obs: Any, level: str) -> int:
-    """Choices of a node (``"node"``) / edge (``"edge"``) selection in one observation."""
+def num_choices(obs: Any, level: str, node_type: str | None = None) -> int:
+    """Choices of a node (``"node"``) / edge (``"edge"``) selection in one observation (a
+    typed graph's: the nodes of ``node_type``)."""
+    if isinstance(obs, dict) and isinstance(obs.get("x"), dict):
+        return int(np.shape(obs["x"][node_type])[0])
     if isinstance(obs, gym.spaces.GraphInstance):
         if level == "node":
             return int(np.shape(obs.nodes)[0])
@@ -155,7 +165,7 @@ class GraphObservationsToDicts(ConnectorV2):
     def newest_graphs(self, rl_module: Any, episodes: list[Any]) -> list[GraphDict]:
         """Convert (in place) and return the newest observation of every (agent) episode."""
         spaces, action_spaces = input_spaces(self, rl_module)
-        fixed = (gym.spaces.Graph, gym.spaces.Dict)  # spaces that fix D (else D per observation)
+        fixed = (gym.spaces.Graph, gym.spaces.Dict, TypedGraph)  # spaces that fix D (else per observation)
         if isinstance(spaces, fixed) and all(
             isinstance(e, SingleAgentEpisode) and e.agent_id is None for e in episodes
         ):  # single-agent episodes: one space for all
@@ -206,11 +216,22 @@ def agent_space(space: Any, episode: Any) -> Any:
 
 
 def graph_batch(
-    graphs: list[GraphDict], edge_dim: int | None, mask_level: str | None
+    graphs: list[GraphDict], edge_dim: int | None, mask_level: str | None, typed: Any = None
 ) -> dict[str, np.ndarray]:
     """``{x, edge_index, [edge_attr], batch, ptr, [action_mask]}`` of graph dicts (the
-    learner's layout; ``action_mask`` only for a selection ``mask_level``)."""
+    learner's layout; ``action_mask`` only for a selection ``mask_level``). ``typed``: (the
+    :class:`TypedGraph`, the ``NodeAction``'s node type) of typed graphs, batched per type."""
+    if typed is not None:
+        space, node_type = typed
+        checked = [typed_observation(g, space) for g in graphs]
+        return collate(TypedColumns.from_graphs(checked, space, node_type))  # type: ignore[arg-type]
     return collate(GraphColumns.from_graphs(graphs, edge_dim, mask_level))
+
+
+def typed_of(space: Any, action_space: Any) -> tuple[TypedGraph, str | None] | None:
+    """(typed graph, NodeAction node type) of a module's spaces; None for a plain graph."""
+    typed = typed_space(space)
+    return None if typed is None else (typed, getattr(action_space, "node_type", None))
 
 
 def graphs_in_order(obs: Any) -> tuple[list[GraphDict], list[Any]]:
@@ -259,9 +280,10 @@ class BatchGraphObservations(BatchIndividualItems):
         )
         for mid, graphs in per_module.items():
             module = rl_module[mid]
-            edge_dim = _edge_dim(getattr(module, "observation_space", None), graphs[0] if graphs else None)
-            level = selection_level(getattr(module, "action_space", None))
-            batch[mid][Columns.OBS] = graph_batch(graphs, edge_dim, level)
+            space, action_space = (getattr(module, n, None) for n in ("observation_space", "action_space"))
+            edge_dim = _edge_dim(space, graphs[0] if graphs else None)
+            level = selection_level(action_space)
+            batch[mid][Columns.OBS] = graph_batch(graphs, edge_dim, level, typed_of(space, action_space))
         if obs is None:
             return batch
         graphs, order = graphs_in_order(obs)
@@ -280,15 +302,16 @@ class BatchGraphObservations(BatchIndividualItems):
         space, action_space = input_spaces(self, rl_module)
         known = self._known
         if known is not None and known[0] is space and known[1] is action_space:
-            edge_dim, level = known[2], known[3]
+            edge_dim, level, typed = known[2], known[3], known[4]
         else:
             edge_dim, level = _edge_dim(space, graphs[0] if graphs else None), selection_level(action_space)
-            if isinstance(space, (gym.spaces.Graph, gym.spaces.Dict)):  # D fixed by the space
-                self._known = (space, action_space, edge_dim, level)
-        return graph_batch(graphs, edge_dim, level)
+            typed = typed_of(space, action_space)
+            if isinstance(space, (gym.spaces.Graph, gym.spaces.Dict, TypedGraph)):  # fixed by the space
+                self._known = (space, action_space, edge_dim, level, typed)
+        return graph_batch(graphs, edge_dim, level, typed)
 
-    _known: tuple[Any, Any, int | None, str | None] | None = None
-    """(spaces, D, selection level) of the last call (the spaces rarely change)."""
+    _known: tuple[Any, Any, int | None, str | None, Any] | None = None
+    """(spaces, D, selection level, typed) of the last call (the spaces rarely change)."""
 
 
 def _pop_module_obs(rl_module: Any, batch: dict[str, Any]) -> dict[str, list[GraphDict]]:
@@ -321,23 +344,26 @@ class TrimChoiceOutputs(ConnectorV2):
         shared_data: dict | None = None,
         **kwargs: Any,
     ) -> Any:
-        level = selection_level(getattr(rl_module, "action_space", None))
+        action_space = getattr(rl_module, "action_space", None)
+        level = selection_level(action_space)
         column = batch.get(Columns.ACTION_DIST_INPUTS)
         if level is None or not isinstance(column, dict):
             return batch
+        node_type = getattr(action_space, "node_type", None)
         by_id = {episode.id_: episode for episode in episodes}
         for key, rows in column.items():
             episode = by_id.get(key[0])
             if episode is None:
                 continue
-            column[key] = [own_choices(row, episode, level) for row in rows]
+            column[key] = [own_choices(row, episode, level, node_type) for row in rows]
         return batch
 
 
-def own_choices(row: Any, episode: Any, level: str) -> Any:
+def own_choices(row: Any, episode: Any, level: str, node_type: str | None = None) -> Any:
     """A selection ``ACTION_DIST_INPUTS`` row cut to the choices of ``episode``'s newest graph
-    (at least one): what :class:`TrimChoiceOutputs` stores in the episode."""
-    return row[..., : max(1, num_choices(episode.get_observations(-1), level))]
+    (at least one; a typed graph's: its ``node_type`` nodes): what :class:`TrimChoiceOutputs`
+    stores in the episode."""
+    return row[..., : max(1, num_choices(episode.get_observations(-1), level, node_type))]
 
 
 def graph_env_to_module(pipeline: ConnectorPipelineV2, mask_key: str | None = DEFAULT_MASK_KEY) -> None:

@@ -65,6 +65,7 @@ from ray.tune.registry import ENV_CREATOR, _global_registry
 
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import graph_part
+from offline_graph.data.graphs.typed import TypedGraph
 from offline_graph.rllib.core.gnn_module import GNNModule
 from offline_graph.rllib.env.env_connectors import DEFAULT_MASK_KEY, graph_env_runner
 from offline_graph.rllib.env.env_to_module import fuse_env_to_module
@@ -174,10 +175,11 @@ class GraphEnvRunner(SingleAgentEnvRunner):
             [functools.partial(create, env_ctx.copy_with_overrides(vector_index=i)) for i in range(count)]
         )
         space = self.env.single_observation_space
-        if not isinstance(graph_part(space), gym.spaces.Graph):
+        if not isinstance(graph_part(space), (gym.spaces.Graph, TypedGraph)):
             raise ConfigError(
                 f"GraphEnvRunner: env {self.config.env!r} observation space must be a "
-                f"gymnasium.spaces.Graph or a Dict with one (found {space!r}). Use RLlib's "
+                f"gymnasium.spaces.Graph, an offline_graph.TypedGraph or a Dict with one (found "
+                f"{space!r}). Use RLlib's "
                 "SingleAgentEnvRunner for other envs, or wrap the env so it returns GraphInstance "
                 "observations."
             )

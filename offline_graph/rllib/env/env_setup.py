@@ -59,21 +59,11 @@ def configure_env(cfg: Any) -> None:
         obs_space, act_space = env.observation_space, env.action_space
     finally:
         env.close()
-    typed = isinstance(graph_part(obs_space), TypedGraph)
-    if not isinstance(graph_part(obs_space), gym.spaces.Graph) and not typed:
+    if not isinstance(graph_part(obs_space), (gym.spaces.Graph, TypedGraph)):
         raise ConfigError(
             f"configure: env {cfg.env!r} observation space must be a gymnasium.spaces.Graph, an "
             f"offline_graph.TypedGraph or a Dict with one and flat parts (found {obs_space!r}). "
             "Wrap the env so it returns GraphInstance (or typed graph dict) observations."
-        )
-    if typed and (cfg.evaluation_interval or cfg.output):
-        raise ConfigError(
-            f"configure: config.evaluation(evaluation_interval=...) and offline_data(output=...) "
-            f"must be unset for env {cfg.env!r}, whose observations are typed graphs (found "
-            f"evaluation_interval={cfg.evaluation_interval!r}, output={cfg.output!r}). Typed "
-            "graphs in RLlib's EnvRunners are not built: evaluate the trained module with "
-            "offline_graph.evaluate_module(algo.get_module(), env) or offline-graph evaluate, "
-            "and record with offline-graph record."
         )
     given = {"observation": cfg.observation_space, "action": cfg.action_space}
     from_env = {"observation": obs_space, "action": act_space}
@@ -147,7 +137,7 @@ def is_vectorized(space: Any) -> bool:
     return (
         isinstance(space, gym.spaces.Tuple)
         and len(space.spaces) > 0
-        and all(isinstance(s, gym.spaces.Graph) for s in space.spaces)
+        and all(isinstance(s, (gym.spaces.Graph, TypedGraph)) for s in space.spaces)
     )
 
 

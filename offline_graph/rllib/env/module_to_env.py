@@ -162,14 +162,16 @@ def _rows_in_env_order(
         if len(column) != len(order):
             return None
         out[name] = column
-    level = selection_level(getattr(rl_module, "action_space", None))
+    action_space = getattr(rl_module, "action_space", None)
+    level = selection_level(action_space)
     logits = out.get(Columns.ACTION_DIST_INPUTS)
     if level is not None and logits is not None:  # TrimChoiceOutputs
         by_id = {episode.id_: episode for episode in episodes}
+        node_type = getattr(action_space, "node_type", None)
         for i, eps_id in enumerate(order):
             episode = by_id.get(eps_id)
             if episode is not None:
-                logits[i] = own_choices(logits[i], episode, level)
+                logits[i] = own_choices(logits[i], episode, level, node_type)
     for name in (Columns.ACTIONS, Columns.ACTIONS_FOR_ENV):  # ListifyDataForVectorEnv
         if name in arrays:  # RLlib's batch of the rows of an array: a copy of that array
             out[name] = arrays[name].copy()
