@@ -28,7 +28,6 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.data.graphs.typed import typed_space
 from offline_graph.rllib.core.model_options import set_model_option
 from offline_graph.rllib.env.env_setup import configure_env
 
@@ -58,13 +57,6 @@ def configure_online(config: C) -> C:
             "observation space."
         )
     configure_env(cfg)
-    if typed_space(cfg.observation_space) is not None:
-        raise ConfigError(
-            f"configure_online: env {cfg.env!r}'s observation space must be a gymnasium.spaces.Graph "
-            f"or a Dict with one (found {cfg.observation_space!r}). PPO's graph minibatches are not "
-            "built for typed graphs; train typed graphs offline (BC, MARWIL, IQL, CQL), evaluated "
-            "in the env with config.evaluation(...)."
-        )
     spec = cfg._rl_module_spec
     if spec is None:
         cfg.rl_module(rl_module_spec=RLModuleSpec(module_class=GNNModule))

@@ -48,6 +48,7 @@ from offline_graph.rllib.env.env_connectors import (
     graphs_in_order,
     input_spaces,
     replace_batching,
+    typed_of,
 )
 from offline_graph.rllib.core.graph_minibatch import GraphMiniBatchIterator
 
@@ -93,7 +94,9 @@ class LearnerBatchGraphObservations(BatchIndividualItems):
             return batch
         graphs, _ = graphs_in_order(obs)
         edge_dim = _edge_dim(space, graphs[0] if graphs else None)
-        columns: dict[str, Any] = {Columns.OBS: graph_batch(graphs, edge_dim, level)}
+        columns: dict[str, Any] = {
+            Columns.OBS: graph_batch(graphs, edge_dim, level, typed_of(space, action_space))
+        }
         if choices is not None:
             columns[Columns.ACTION_DIST_INPUTS] = pad_choices(choices)
         target = batch.setdefault(DEFAULT_POLICY_ID, {}) if isinstance(rl_module, MultiRLModule) else batch
@@ -159,7 +162,7 @@ class GraphPPOTorchLearner(PPOTorchLearner):
         batch = {mid: cols for mid, cols in batch.items() if mid in self.module.keys()}
         if not batch:
             return {}
-        levels = {mid: selection_level(_space(self.module[mid])) for mid in batch}
+        levels = {mid: _mask_level(_space(self.module[mid])) for mid in batch}
         return GraphMiniBatchIterator(
             batch,
             num_epochs=num_epochs,
@@ -171,3 +174,10 @@ class GraphPPOTorchLearner(PPOTorchLearner):
 
 def _space(module: RLModule) -> Any:
     return getattr(module, "action_space", None)
+
+
+def _mask_level(action_space: Any) -> str | None:
+    """The selection level of ``action_space``; a typed graph's NodeAction: ``node@<type>``."""
+    level = selection_level(action_space)
+    node_type = getattr(action_space, "node_type", None)
+    return level if node_type is None else f"{level}@{node_type}"

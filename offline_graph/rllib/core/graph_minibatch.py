@@ -19,6 +19,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from offline_graph.data.errors import ConfigError
+from offline_graph.rllib.core.typed_minibatch import is_typed_batch, select_typed, typed_ptr
 
 GraphBatch = dict[str, torch.Tensor]
 
@@ -27,6 +28,8 @@ def select_graphs(obs: GraphBatch, idx: torch.Tensor, mask_level: str | None = N
     """The graphs ``idx`` (distinct graph ids, any order) of a PyG batch, as a new PyG batch
     in that order: ``x``, ``edge_index`` (offset to the new node ids), ``edge_attr``,
     ``batch``, ``ptr``, ``globals`` and ``action_mask`` (node- or edge-level per ``mask_level``)."""
+    if is_typed_batch(obs):  # mask_level "node@<type>": a NodeAction over that node type
+        return select_typed(obs, idx, mask_level.partition("@")[2] or None if mask_level else None)
     ptr, edge_index = obs["ptr"], obs["edge_index"]
     device = ptr.device
     idx = idx.to(device=device, dtype=torch.long)
@@ -75,10 +78,18 @@ def select_transitions(columns: dict[str, Any], idx: torch.Tensor, mask_level: s
         else:
             out[key] = _take(value, idx)
     dist_inputs = out.get(Columns.ACTION_DIST_INPUTS)
-    if mask_level in ("node", "edge") and Columns.OBS in out and dist_inputs is not None:
+    if (
+        mask_level
+        and mask_level.partition("@")[0] in ("node", "edge")
+        and Columns.OBS in out
+        and dist_inputs is not None
+    ):
         # node / edge selection: [b, M] of these graphs, as the module lays them out
         obs = out[Columns.OBS]
-        if mask_level == "node":
+        if is_typed_batch(obs):
+            ptr = typed_ptr(obs, mask_level.partition("@")[2] or None)
+            counts = ptr[1:] - ptr[:-1]
+        elif mask_level == "node":
             counts = obs["ptr"][1:] - obs["ptr"][:-1]
         else:
             counts = torch.bincount(obs["batch"][obs["edge_index"][0]], minlength=obs["ptr"].numel() - 1)
@@ -102,6 +113,8 @@ def _take(value: Any, idx: torch.Tensor) -> Any:
 def num_transitions(columns: dict[str, Any]) -> int:
     """Transitions in one module's train batch: the graphs of its observations."""
     obs = columns.get(Columns.OBS)
+    if isinstance(obs, dict) and is_typed_batch(obs):
+        return int(typed_ptr(obs).numel()) - 1
     if not isinstance(obs, dict) or "ptr" not in obs:
         raise ConfigError(
             "GraphMiniBatchIterator: batch[obs] must be a PyG-style graph batch with 'ptr' "
