@@ -433,3 +433,59 @@ def test_record_inspect_convert_train_evaluate_from_the_cli(ray_session, tmp_pat
     argv += ["--updates-per-iteration", "10", "--batch-size", "32", "--hidden", "16", "--eval-episodes", "0"]
     (step,) = train.run(train.parse_args(argv))["history"]
     assert step["module_steps_trained"] > 0 and np.isfinite(step["qf_loss"]), step
+
+
+def test_what_the_review_found_reads_as_the_guide_says(tmp_path) -> None:
+    """Regressions: spaces inferred whatever the steps' key order and with an empty edge type
+    left out; ``inspect`` validates against recorded spaces (a Dict holding the typed graph, a
+    first step without a mask); rows of a space without edge types pass the file check;
+    ``x`` of shape [3, 0] is refused while an empty ``edge_attr`` ``[]`` is no edges; a table
+    whose edge columns come first keeps its ``globals``."""
+    import pyarrow as pa
+
+    from offline_graph.data.analysis.stats import inspect_path
+    from offline_graph.data.graphs.space_text import infer_spaces
+    from offline_graph.data.store.files import check_columns
+
+    first = obs(2, 1, [(0, 0)])
+    second = obs(3, 2, [(2, 1)])
+    second["x"] = {"machine": second["x"]["machine"], "job": second["x"]["job"]}  # other key order
+    last = obs(1, 1, [])
+    last["edge_index"].pop(("job", "fits", "machine"))
+    last["edge_attr"] = {}
+    assert infer_spaces([raw([first, second, last], [1, 2])]) == (SPACE, NodeAction(3, node_type="job"))
+
+    space = gym.spaces.Dict({"graph": SPACE, "clock": box(1)})
+    steps = [{"graph": obs(2, 1, [(0, 0)]), "clock": np.array([t], np.float32)} for t in range(3)]
+    steps[0]["graph"].pop("action_mask")  # allowed: every job
+    episode = SingleAgentEpisode()
+    episode.add_env_reset(observation=steps[0])
+    for t in (1, 2):
+        episode.add_env_step(observation=steps[t], action=np.int64(1), reward=1.0, terminated=t == 2)
+    offline_graph.write_episodes(str(tmp_path / "d"), [episode], observation_space=space, action_space=ACT)
+    summary = inspect_path(str(tmp_path / "d"))
+    assert (summary["episodes"], summary["episodes_rejected"], summary["globals_dim"]) == (1, 0, 1)
+
+    no_edges = TypedGraph({"job": box(2)}, {})
+    step = {"x": {"job": np.ones((2, 2), np.float32)}}
+    rows = Transitions.from_episodes(
+        [validate_episode(raw([step, step], [0]), spec_from_spaces(no_edges, ACT))], 0.5
+    ).to_arrow()
+    check_columns("rows.parquet", {"kind": "transitions"}, rows.schema)  # no edge_index: fine
+
+    bad = obs(3, 2, [(2, 1)])
+    bad["x"]["machine"] = np.zeros((3, 0), np.float32)
+    with pytest.raises(GraphValidationError, match="found float32 \\[3, 0\\]"):
+        validate_episode(raw([first, bad, last], [1, 1]), spec_from_spaces(SPACE, ACT))
+    empty = obs(2, 1, [])
+    empty["edge_attr"] = {FITS: []}
+    assert validate_episode(
+        raw([empty, empty], [1]), spec_from_spaces(SPACE, ACT)
+    ).obs.num_edges.tolist() == [0, 0]
+
+    in_dict = spec_from_spaces(space, ACT)
+    graphs = validate_episode(raw(steps, [1, 1]), in_dict)
+    table = Transitions.from_episodes([graphs], 0.5).to_arrow()
+    edge_first = table.select(sorted(table.column_names, key=lambda c: not c.startswith("edge_index")))
+    back = Transitions.from_table(pa.table(edge_first))
+    np.testing.assert_array_equal(back.obs.globals, [[0.0], [1.0]])

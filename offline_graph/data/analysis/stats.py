@@ -39,7 +39,7 @@ from offline_graph.data.store.files import ScanBuilder, episode_table, list_file
 from offline_graph.data.store.format import open_with_metadata
 from offline_graph.data.episodes.validation import Episode, EpisodeSpec, validate_episode
 from offline_graph.data.analysis.stats_table import format_table as format_table  # the table, re-exported
-from offline_graph.data.analysis.typed_stats import metadata_typed, typed_bytes, typed_spec
+from offline_graph.data.analysis.typed_stats import inferred_spec, is_typed, metadata_spec, typed_bytes
 from offline_graph.data.graphs.globals import GlobalsLayout, globals_layout
 
 PERCENTILES = (50, 90, 99)
@@ -128,6 +128,8 @@ class Collected:
     first_error: dict[str, str] = field(default_factory=dict)
     typed: Any = None
     """A typed graph's space (:mod:`offline_graph.data.analysis.typed_stats`), None otherwise."""
+    inferred: Any = None
+    """Typed graphs without recorded spaces: the spec inferred once (first episodes)."""
     parts: dict[str, list[np.ndarray]] = field(default_factory=dict)
     """Typed graphs: per node / edge type, its counts of all T+1 observations per episode."""
 
@@ -144,18 +146,39 @@ class Collected:
         self.action_level = self.action_level or spec.action_level
 
 
+def _infer_typed(items: list[Any], row: int, file: str) -> EpisodeSpec:
+    """The spec of typed episodes without recorded spaces: inferred from up to 20 decodable
+    episodes of ``file`` from ``row`` on."""
+    raws = []
+    for i, item in enumerate(items[row : row + INFER_EPISODES]):
+        try:
+            raws.append(decode_state(item, file=file, row=row + i))
+        except OfflineGraphError:
+            continue
+    return inferred_spec(raws, f"file {file}")
+
+
 def _check_spec(spec: EpisodeSpec, col: Collected, ctx: str) -> None:
-    """All episodes of a data set must share F and D (the first valid episode sets them)."""
+    """All episodes of a data set must share F and D, or the typed graph (the first valid
+    episode sets them)."""
     if col.num_features is None:
         return
-    if spec.num_features != col.num_features or spec.edge_dim != col.edge_dim:
-        err = OfflineGraphError(
-            f"{ctx}: observation sizes must match the rest of the data, F={col.num_features} "
-            f"and D={col.edge_dim} (found F={spec.num_features}, D={spec.edge_dim}). The "
-            "files mix episodes of different observation spaces; inspect them separately.",
+    if spec.num_features != col.num_features or spec.edge_dim != col.edge_dim or spec.typed != col.typed:
+
+        def shown(typed: Any, feat: Any, edim: Any) -> str:
+            return typed.text() if typed is not None else f"F={feat}, D={edim}"
+
+        raise OfflineGraphError(
+            f"{ctx}: observation sizes must match the rest of the data, "
+            f"{shown(col.typed, col.num_features, col.edge_dim)} (found "
+            f"{shown(spec.typed, spec.num_features, spec.edge_dim)}). The files mix episodes of "
+            "different observation spaces; inspect them separately.",
             reason="spec_mismatch",
         )
-        raise err
+
+
+INFER_EPISODES = 20
+"""Typed episodes without recorded spaces: how many the spec is inferred from."""
 
 
 def collect(
@@ -182,12 +205,14 @@ def collect(
         col.files.append(file)
         col.versions.add(int(meta["version"]))
         layout = metadata_layout(meta)
-        typed, node_type = metadata_typed(meta)
+        typed = metadata_spec(meta)
         for row, item in enumerate(items):
             try:
                 raw = decode_state(item, file=file, row=row)
-                spec = typed_spec(spec_from_raw(raw, layout), raw, typed, node_type)
-                col.typed = spec.typed
+                if typed is None and is_typed(raw):  # no spaces recorded: inferred once
+                    typed = col.inferred = col.inferred or _infer_typed(items, row, file)
+                spec = typed or spec_from_raw(raw, layout)
+                col.typed = col.typed or spec.typed
                 ep = validate_episode(raw, spec, file=file, row=row)
                 _check_spec(spec, col, where(file=file, row=row, episode_id=ep.id))
             except OfflineGraphError as err:

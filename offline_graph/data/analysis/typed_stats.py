@@ -1,58 +1,46 @@
-"""``offline-graph inspect`` on typed graphs (pure numpy): the space (file metadata, else read
-off the first observation), per-type counts and the bytes per transition as stored (each type's
-real counts) against each type padded to its largest count."""
+"""``offline-graph inspect`` on typed graphs (pure numpy): the spec (the file metadata's
+spaces, else inferred once from the data's first episodes), per-type counts and the bytes per
+transition as stored (each type's real counts) against each type padded to its largest count."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from offline_graph.data.episodes.codec import RawEpisode
+from offline_graph.data.episodes.reader import spec_from_spaces
 from offline_graph.data.episodes.spec import EpisodeSpec
 from offline_graph.data.graphs.typed import TypedGraph, typed_space
-from offline_graph.data.graphs.typed_infer import infer_typed
+from offline_graph.data.graphs.typed_infer import infer_typed_spaces
 
 
-def metadata_typed(meta: Mapping[str, Any]) -> tuple[TypedGraph | None, str | None]:
-    """(the typed graph the file metadata's observation space names, the node type of its
-    ``NodeAction``); (None, None) for other spaces or none recorded."""
+def metadata_spec(meta: Mapping[str, Any]) -> EpisodeSpec | None:
+    """The validation spec of a typed graph's files whose metadata records both spaces (the
+    spaces themselves, a ``Dict``'s flat parts and the ``NodeAction``'s node type included);
+    None for other files."""
     from offline_graph.data.graphs.space_text import parse_space
 
     text, action = meta.get("observation_space"), meta.get("action_space")
-    typed = typed_space(parse_space(text, "observation")) if isinstance(text, str) else None
-    node_type = action.partition("@")[2] or None if isinstance(action, str) else None
-    return typed, node_type
+    if not isinstance(text, str) or not text.startswith(("typed:", "dict:")) or not isinstance(action, str):
+        return None
+    observation = parse_space(text, "observation")
+    if typed_space(observation) is None:
+        return None
+    return spec_from_spaces(observation, parse_space(action, "action"))
 
 
-def typed_spec(
-    spec: EpisodeSpec, raw: RawEpisode, typed: TypedGraph | None, node_type: str | None
-) -> EpisodeSpec:
-    """``spec`` (read off a raw episode as for a plain graph) for a typed graph: the metadata's
-    space, else the first observation's; a recorded mask means a ``NodeAction`` over
-    ``node_type`` (else the type whose node count the first mask matches)."""
+def is_typed(raw: RawEpisode) -> bool:
+    """Whether a raw episode's first observation is a typed graph dict (its ``x`` a dict)."""
     first = raw.observations[0] if len(raw.observations) else None
-    typed = typed or infer_typed(first)
-    if typed is None:
-        return spec
-    level = None
-    if isinstance(first, Mapping) and first.get("action_mask") is not None:
-        level = "node"
-        if node_type is None:
-            size = np.shape(first["action_mask"])
-            node_type = next(
-                (t for t, x in first["x"].items() if np.shape(x)[:1] == size), typed.node_types[0]
-            )
-    return replace(
-        spec,
-        num_features=0,
-        edge_dim=None,
-        typed=typed,
-        node_type=node_type if level else None,
-        action_level=level,
-    )
+    return isinstance(first, Mapping) and isinstance(first.get("x"), Mapping)
+
+
+def inferred_spec(raws: list[RawEpisode], where: str) -> EpisodeSpec:
+    """The spec of typed episodes with no spaces recorded, inferred once from ``raws`` (the
+    first episodes of the data: every node and edge type they show, the masked node type)."""
+    return spec_from_spaces(*infer_typed_spaces(raws, where))
 
 
 def typed_bytes(

@@ -178,6 +178,8 @@ def validate_episode(
             if ea is None and num_e == 0:  # no edges, no edge features to give
                 ea = np.zeros((0, spec.edge_dim), np.float32)
             ea = None if ea is None else _array(ea)
+            if ea is not None and num_e == 0 and ea.size == 0 and ea.dtype != object:  # [] as well
+                ea = np.zeros((0, spec.edge_dim), np.float32)
             if ea is None or ea.shape != (num_e, spec.edge_dim) or ea.dtype.kind != "f":
                 found = "missing" if ea is None else _found(ea)
                 raise _fail(
@@ -263,7 +265,8 @@ def _typed_graphs(obs: list[Any], spec: EpisodeSpec, ctx: Any) -> TypedColumns:
         except TypedPartError as err:
             raise _fail(
                 err.reason,
-                f"{ctx(t, f'observations.{err.column}')}: {err}. The observation space is "
+                f"{ctx(t, err.column if err.column == 'observations' else f'observations.{err.column}')}: "
+                f"{err}. The observation space is "
                 f"{space!r}: every step holds each node type's x [N_t, F_t] and each edge "
                 "type's edge_index [2, E] (keys 'src__rel__dst'), as the typed-graphs guide shows.",
             ) from None

@@ -279,7 +279,7 @@ def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
                 f"{column} must be present: every node type of the space (found {sorted(xs)})",
             )
         x = _array(xs[t])
-        if x.size == 0 and x.dtype != object:  # no nodes of this type ([], [0, F], any dtype)
+        if x.dtype != object and (x.shape[:1] == (0,) or x.shape == (0,)):  # no nodes: [], [0, F]
             x = np.zeros((0, feat), np.float32)
         if x.ndim != 2 or x.shape[1] != feat or x.dtype.kind not in "fiu":
             raise TypedPartError("x_shape", column, f"{column} must be float [N, {feat}] (found {_shown(x)})")
@@ -326,6 +326,8 @@ def typed_observation(obs: Any, space: TypedGraph) -> dict[str, Any]:
                 )
             continue
         ea = _array(np.zeros((0, dim), np.float32) if ea_given is None and ei.shape[1] == 0 else ea_given)
+        if ei.shape[1] == 0 and ea.size == 0 and ea.dtype != object:  # no edges: any empty array
+            ea = np.zeros((0, dim), np.float32)
         if ea.shape != (ei.shape[1], dim) or ea.dtype.kind not in "fiu":
             found = "missing" if ea_given is None else _shown(ea)
             raise TypedPartError(

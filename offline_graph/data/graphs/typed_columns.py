@@ -238,9 +238,11 @@ def table_to_typed(table: pa.Table, prefix: str, graphs_of: Any) -> TypedColumns
     parts: dict[str, GraphColumns] = {}
     mask_type = None
     rows = table.num_rows
-    for part, columns in typed_names(table.column_names, prefix).items():
+    names = typed_names(table.column_names, prefix)
+    first_node = next((part for part in names if not _is_edge(part)), None)
+    for part, columns in names.items():
         chosen = {column: table.column(name) for column, name in columns.items()}
-        if not _is_edge(part) and prefix + "globals" in table.column_names and not parts:
+        if part == first_node and prefix + "globals" in table.column_names:  # any column order
             chosen["globals"] = table.column(prefix + "globals")
         one = graphs_of(pa.table(chosen), rows)
         parts[part] = one

@@ -41,57 +41,93 @@ def action_node_type(typed: TypedGraph | None, action_space: Any, where: str = "
     return node_type if level == "node" else None
 
 
+def _text(key: Any) -> str:
+    """A type key as text: bytes decoded, an edge type tuple joined (``a__to__b``)."""
+    key = key.decode() if isinstance(key, bytes) else key
+    return edge_type_text(key) if isinstance(key, (tuple, list)) else str(key)
+
+
+def _width(value: Any) -> int | None:
+    """The trailing width of a ``[N, W]`` array with rows (None: no rows to read it from)."""
+    shape = np.shape(value)
+    return int(shape[1]) if len(shape) == 2 and shape[0] > 0 else None
+
+
+class _Widths:
+    """Node and edge types with their widths, gathered over observations (order of first
+    appearance; a width is read from any observation that has rows of that type)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.nodes: dict[str, int | None] = {}
+        self.edges: dict[str, int | None] = {}
+
+    def add(self, obs: Any, episode_id: Any = None) -> bool:
+        if not isinstance(obs, Mapping) or not isinstance(obs.get("x"), Mapping):
+            return False
+        attrs = {_text(k): v for k, v in (obs.get("edge_attr") or {}).items()}
+        for kind, seen, items in (
+            ("node type", self.nodes, {_text(t): x for t, x in obs["x"].items()}),
+            ("edge type", self.edges, {_text(r): attrs.get(_text(r)) for r in obs.get("edge_index") or {}}),
+        ):
+            for key, value in items.items():
+                width, known = _width(value), seen.get(key)
+                if known is not None and width is not None and width != known:
+                    raise ConfigError(
+                        f"{self.where}, episode {episode_id!r}: {kind} {key!r}'s width must be the "
+                        f"same in every observation to infer the spaces (found {known} and {width}). "
+                        "Pass --observation-space typed:... (or --env) explicitly."
+                    )
+                seen[key] = known if width is None else width
+        return True
+
+    def space(self) -> TypedGraph | None:
+        if not self.nodes:
+            return None
+
+        def box(width: int) -> gym.spaces.Box:
+            return gym.spaces.Box(-np.inf, np.inf, (int(width),), np.float32)
+
+        try:
+            nodes = {t: box(w or 1) for t, w in self.nodes.items()}
+            return TypedGraph(nodes, {r: None if d is None else box(d) for r, d in self.edges.items()})
+        except ConfigError:
+            return None
+
+
 def infer_typed(obs: Any) -> TypedGraph | None:
     """The :class:`TypedGraph` of one typed observation dict (widths from its arrays), None
     when ``obs`` is not one (its ``x`` not a dict of ``[N, F]`` arrays)."""
-    if not isinstance(obs, Mapping) or not isinstance(obs.get("x"), Mapping):
-        return None
-
-    def box(width: int) -> gym.spaces.Box:
-        return gym.spaces.Box(-np.inf, np.inf, (int(width),), np.float32)
-
+    widths = _Widths("observation")
     try:
-        nodes = {str(t): box(np.shape(x)[1]) for t, x in obs["x"].items()}
-        attrs = {edge_type_text(k): v for k, v in (obs.get("edge_attr") or {}).items()}
-        edges = {
-            edge_type_text(r): (
-                box(np.shape(attrs[edge_type_text(r)])[1]) if edge_type_text(r) in attrs else None
-            )
-            for r in obs.get("edge_index") or {}
-        }
-        return TypedGraph(nodes, edges)
-    except (IndexError, TypeError, ValueError):
+        return widths.space() if widths.add(obs) else None
+    except ConfigError:
         return None
 
 
 def infer_typed_spaces(episodes: list[Any], where: str) -> tuple[TypedGraph, gym.Space]:
-    """(observation, action space) of typed episodes with no spaces recorded: the typed graph
-    of their observations (the same in every one), and ``NodeAction(most nodes, node_type=t)``
-    when they carry masks of one node type's length, else ``Discrete(largest action + 1)``."""
-    space: TypedGraph | None = None
+    """(observation, action space) of typed episodes with no spaces recorded: every node and
+    edge type seen (widths from the observations that have rows of it; the order of first
+    appearance), and ``NodeAction(most nodes, node_type=t)`` when the observations carry masks
+    of one node type's length, else ``Discrete(largest action + 1)``."""
+    widths = _Widths(where)
     mask_types: set[str] | None = None
     largest: dict[str, int] = {}
     top = -1
     for raw in episodes:
         for obs in raw.observations:
-            one = infer_typed(obs)
-            if one is None:
+            if not widths.add(obs, raw.id):
                 continue
-            if space is not None and one != space:
-                raise ConfigError(
-                    f"{where}, episode {raw.id!r}: the typed graph must be the same in every "
-                    f"observation to infer the spaces (found {space.text()} and {one.text()}). "
-                    "Pass --observation-space typed:... (or --env) explicitly."
-                )
-            space = one
-            for t, x in obs["x"].items():
-                largest[str(t)] = max(largest.get(str(t), 0), int(np.shape(x)[0]))
+            counts = {_text(t): int(np.shape(x)[0]) if np.ndim(x) else 0 for t, x in obs["x"].items()}
+            for t, n in counts.items():
+                largest[t] = max(largest.get(t, 0), n)
             if obs.get("action_mask") is not None:
                 size = int(np.size(obs["action_mask"]))
-                fits = {str(t) for t, x in obs["x"].items() if np.shape(x)[0] == size}
+                fits = {t for t, n in counts.items() if n == size}
                 mask_types = fits if mask_types is None else mask_types & fits
         actions = [int(np.asarray(a)) for a in raw.actions]
         top = max([top, *actions])
+    space = widths.space()
     if space is None:
         raise ConfigError(
             f"{where}: observations must be typed graph dicts to infer a typed space (found none)."

@@ -223,7 +223,7 @@ class TypedArena:
         return len(next(iter(self._arenas.values())))
 
     def push(self, graphs: TypedColumns, extra: Mapping[str, np.ndarray]) -> None:
-        if list(graphs.parts) != list(self._arenas):
+        if set(graphs.parts) != set(self._arenas):
             raise ValueError(
                 f"TypedArena.push: chunks must have the same node and edge types (found "
                 f"{list(graphs.parts)} after {list(self._arenas)}). Keep one buffer per kind of data."

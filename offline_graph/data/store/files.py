@@ -195,9 +195,9 @@ def check_file(
 
 def check_columns(path: str, meta: dict[str, Any], schema: pa.Schema) -> None:
     """SchemaError unless ``schema`` has the columns (and types) files of ``meta``'s kind need."""
+    typed = any(n.startswith("x:") for n in schema.names)  # a typed graph's rows: x:<type>, ...
     for name, types in REQUIRED[meta["kind"]].items():
-        typed = name in ("x", "edge_index") and any(n.startswith(name + ":") for n in schema.names)
-        if name not in schema.names and not typed:  # a typed graph's rows: x:<type>, ...
+        if name not in schema.names and not (typed and name in ("x", "edge_index")):
             raise SchemaError(
                 f"{where(file=path, column=name)}: column must be present in {meta['kind']} "
                 f"files (found columns {schema.names}). The file was written by another tool.",
