@@ -313,7 +313,8 @@ def test_rllib_episodes_read_back_and_multi_agent_bc(ray_session, tmp_path) -> N
 def test_our_envrunners_record_evaluate_and_train_ppo_on_a_typed_env(ray_session, tmp_path) -> None:
     """Dispatch-v0 in our EnvRunners: RLlib's recorder (``GraphOfflineEnvRunner``, 2 sub-envs)
     writes typed episodes (text keys, a mask over the jobs, each action a job of its step)
-    that ``inspect`` reads; BC trained on them is evaluated by RLlib's ``config.evaluation``
+    that ``inspect`` and off-policy evaluation read (WIS of the sampling module = the mean
+    return); BC trained on them is evaluated by RLlib's ``config.evaluation``
     (greedy, 4 episodes of 8 steps, each paying at most 8); PPO trains (2 epochs of typed
     minibatches: the exact selection is tested above)."""
     from ray.rllib.algorithms.ppo import PPOConfig
@@ -343,6 +344,15 @@ def test_our_envrunners_record_evaluate_and_train_ppo_on_a_typed_env(ray_session
     (run,) = sorted(out.glob("*/run-*"))
     summary = inspect_path(str(run))
     assert (summary["episodes"], summary["transitions"]) == (len(sampled), sum(len(e) for e in sampled))
+    # OPE reads the action_logp RLlib recorded: the sampling module as the target (explore=True)
+    # weighs every step pi / mu = 1, so WIS is the mean return over the recorded episodes
+    ope = offline_graph.estimate_value(
+        runner.module, [str(run)], method="wis", gamma=1.0, explore=True, n_boot=20
+    )
+    assert (ope["behaviour"], ope["episodes"]) == ("logged", len(sampled)) and ope["ess"] == pytest.approx(
+        len(sampled)
+    )
+    assert ope["value"] == pytest.approx(np.mean([e.get_return() for e in sampled]), rel=1e-4)
     train = (
         BCConfig()
         .environment(env)

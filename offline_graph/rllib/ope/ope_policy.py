@@ -36,6 +36,7 @@ from offline_graph.data.graphs.graph import space_sizes
 from offline_graph.data.graphs.spaces import selection_level
 from offline_graph.rllib.core.critic import QNetwork, legal
 from offline_graph.rllib.core.gnn_module import encoder_of, resolve_gnn_config
+from offline_graph.rllib.core.hetero import typed_encoder_of
 
 INFERENCE_BATCH = 512
 """Graphs per forward pass of the evaluated module."""
@@ -67,8 +68,8 @@ class Choices:
 def choice_counts(graphs: GraphColumns, action_space: gym.Space) -> np.ndarray:
     """``C_g`` of every graph (module doc)."""
     level = selection_level(action_space)
-    if level == "node":
-        return graphs.num_nodes.astype(np.int64)
+    if level == "node":  # a typed graph's: the action's node type (its choice_ptr)
+        return np.diff(graphs.choice_ptr("node")).astype(np.int64)
     if level == "edge":
         return graphs.num_edges.astype(np.int64)
     return np.full(len(graphs), int(action_space.n), np.int64)  # type: ignore[attr-defined]
@@ -132,12 +133,6 @@ def check_module(module: Any, where: str) -> None:
             f"{where}: the module's inference action distribution must be a categorical "
             f"(found {cls!r}). Off-policy evaluation reads per-choice probabilities from "
             "ACTION_DIST_INPUTS (Discrete, NodeAction or EdgeAction policies)."
-        )
-    if typed_space(module.observation_space) is not None:
-        raise ConfigError(
-            f"{where}: the module's observation space must be a Graph or a Dict with one (found "
-            f"{module.observation_space!r}). Off-policy evaluation of typed graphs is not built; "
-            "evaluate the module in its env (offline-graph evaluate --checkpoint ... without --data)."
         )
     if getattr(module, "is_stateful", lambda: False)():
         raise ConfigError(
@@ -207,8 +202,15 @@ def q_network(
     node with the most neighbours) the first FQE iteration fit the expert's one-step value
     as 0.29 for 1.0 without it."""
     cfg = resolve_gnn_config(model or {}, observation_space)
-    in_dim, edge_dim = space_sizes(observation_space)
-    encoder = encoder_of({**cfg, "bag_of_nodes": False}, in_dim, edge_dim, globals_size(observation_space))
+    encoder: Any
+    if typed_space(observation_space) is not None:  # a typed graph: the heterogeneous encoder
+        edge_dim = None
+        encoder = typed_encoder_of(cfg, observation_space, action_space)
+    else:
+        in_dim, edge_dim = space_sizes(observation_space)
+        encoder = encoder_of(
+            {**cfg, "bag_of_nodes": False}, in_dim, edge_dim, globals_size(observation_space)
+        )
     return QNetwork(
         encoder, action_space, edge_dim, cfg["head_hidden"], num_q=num_q, legal_context=True, steps=steps
     )
