@@ -155,7 +155,7 @@ def test_the_experiment_rows_differ_only_in_the_node_types_and_targets_by_hand(c
         "BC, GNN, job nodes only",
         "IQL, GNN, job nodes only",
     ]
-    logs = dispatch.data(cfg)["logs"]
+    logs = dispatch.TASK.data(cfg)["logs"]
     assert (logs.policy, logs.epsilon, logs.episodes, logs.seed) == ("expert", 0.2, 300, 0)
     st = {"mean": 0.0, "min": 0.0, "std": 0.0, "scores": [0.0]}
     stats = {"bc": {**st, "mean": 70.0}, "bc-jobs-only": {**st, "mean": 25.0}}

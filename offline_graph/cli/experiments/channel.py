@@ -92,18 +92,36 @@ BASELINES = (
 )
 """The expert, random and the logs' behaviour policy, evaluated beside the trained modules."""
 
-TASK = Task(
-    name="channel",
-    prog="experiment",
-    description="Train the graph-level features table (BC / IQL on Channel-v0, with and without the parts).",
-    env=ENV,
-    config=Config,
-    rows=ROWS,
-    quick=QUICK,
-    data=data,
-    trainer="single_agent",
-    settings=settings,
-    targets=targets,
-    shown=SHOWN,
-    baselines=BASELINES,
+
+def expert_logs_task(
+    name: str, description: str, env: str, config: type, rows: Any, settings: Any, targets: Any
+) -> Task:
+    """The :class:`Task` of a table trained on one noisy expert's logs (an
+    :class:`ExpertLogsConfig`): the shared ``--quick``, data, trainer, shown settings and
+    baselines, the task's own rows, settings and targets."""
+    return Task(
+        name=name,
+        prog="experiment",
+        description=description,
+        env=env,
+        config=config,
+        rows=rows,
+        quick=QUICK,
+        data=data,
+        trainer="single_agent",
+        settings=settings,
+        targets=targets,
+        shown=SHOWN,
+        baselines=BASELINES,
+    )
+
+
+TASK = expert_logs_task(
+    "channel",
+    "Train the graph-level features table (BC / IQL on Channel-v0, with and without the parts).",
+    ENV,
+    Config,
+    ROWS,
+    settings,
+    targets,
 )

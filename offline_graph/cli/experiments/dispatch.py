@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from offline_graph.cli.arguments import arg
-from offline_graph.cli.experiments.channel import BASELINES, QUICK, SHOWN, ExpertLogsConfig, data
-from offline_graph.cli.experiments.spec import Row, Task
+from offline_graph.cli.experiments.channel import ExpertLogsConfig, expert_logs_task
+from offline_graph.cli.experiments.spec import Row
 from offline_graph.cli.experiments.targets import gap, present
 
 ENV = "offline_graph/Dispatch-v0"
@@ -56,18 +56,12 @@ def targets(stats: dict[str, dict[str, Any]], scores: dict[str, float]) -> list[
     return present(*(gap(stats, algo, f"{algo}-jobs-only", 30.0) for algo in ("bc", "iql")))
 
 
-TASK = Task(
-    name="dispatch",
-    prog="experiment",
-    description="Train the typed-graph table (BC / IQL on Dispatch-v0, all node types and jobs only).",
-    env=ENV,
-    config=Config,
-    rows=ROWS,
-    quick=QUICK,
-    data=data,
-    trainer="single_agent",
-    settings=settings,
-    targets=targets,
-    shown=SHOWN,
-    baselines=BASELINES,
+TASK = expert_logs_task(
+    "dispatch",
+    "Train the typed-graph table (BC / IQL on Dispatch-v0, all node types and jobs only).",
+    ENV,
+    Config,
+    ROWS,
+    settings,
+    targets,
 )
