@@ -175,6 +175,14 @@ def plain_rates(
     """Transitions/s of the plain loop on :func:`learner_batches`, one value per ``updates``
     updates (after one warm-up pass); on CUDA the module and the batches are moved to
     ``device`` first and each pass ends with a synchronize."""
+    return plain_loop(kind, spaces, data, updates, batch, device)(repeats)
+
+
+def plain_loop(
+    kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, device: str = "cpu"
+) -> Any:
+    """:func:`plain_rates` as a function of ``repeats`` over one module and one set of batches
+    (built once), so the plain loop can be timed again right before each row of ours."""
     import torch
 
     from offline_graph.bench.case_value import _module, _update_fn
@@ -188,17 +196,21 @@ def plain_rates(
         batches = [_to_device(b, device) for b in batches]
     steps = [_update_fn(kind, module, b) for b in batches]
     counts = [len(b["actions"]) for b in batches]
-    rates = []
-    for chunk in range(repeats + 1):
-        if cuda:
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        for step in steps:
-            step()
-        if cuda:
-            torch.cuda.synchronize()
-        if chunk:
-            rates.append(sum(counts) / (time.perf_counter() - t))
+
+    def rates(repeats: int) -> list[float]:
+        out = []
+        for chunk in range(repeats + 1):
+            if cuda:
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            for step in steps:
+                step()
+            if cuda:
+                torch.cuda.synchronize()
+            if chunk:
+                out.append(sum(counts) / (time.perf_counter() - t))
+        return out
+
     return rates
 
 
@@ -234,10 +246,13 @@ def case_learner(ctx: BenchContext) -> list[Row]:
     updates, batch = (10, ctx.batch_size)
     iters = 2 if ctx.quick else max(4, 2 * ctx.repeats)
     rows: list[Row] = []
+    loops: dict[str, Any] = {}
     plain: dict[str, list[float]] = {}
     for kind, learners in (("bc", 0), ("bc", 1), ("marwil", 0), ("marwil", 1), ("iql", 0)):
-        if kind not in plain:
-            plain[kind] = plain_rates(kind, spaces, data, updates, batch, max(3, ctx.repeats))
+        if kind not in loops:
+            loops[kind] = plain_loop(kind, spaces, data, updates, batch)
+        # timed again right before each row of ours: this shared machine drifts between rows
+        plain[kind] = loops[kind](max(3, ctx.repeats))
         ours, per_iter, shares = ours_rates(kind, spaces, data, updates, batch, learners, iters)
         where = "local learner" if learners == 0 else "1 remote learner"
         base = f"plain PyTorch loop of the same GNNModule, {updates} updates of B={batch}, 1 torch thread"
