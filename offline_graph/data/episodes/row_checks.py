@@ -206,17 +206,8 @@ def _check_values(
             reason="empty_graph",
         )
     for key, counts in (("x", num_nodes), ("edge_attr", num_edges)):
-        if key not in columns:
-            continue
-        values = columns[key].flatten().flatten().to_numpy(zero_copy_only=False)
-        width = columns[key].type.value_type.list_size
-        finite = np.isfinite(values.reshape(-1, width)).all(axis=1)
-        if not finite.all():
-            row = _row_of(int(np.argmax(~finite)), counts)
-            raise GraphValidationError(
-                f"{ctx(row, prefix + key)}: features must be finite (found NaN/inf). {HINT}",
-                reason="nonfinite",
-            )
+        if key in columns:
+            _check_finite(columns[key], counts, prefix + key, ctx)
     pairs = columns["edge_index"].flatten().flatten().to_numpy(zero_copy_only=False).reshape(-1, 2)
     limit = np.repeat(num_nodes, num_edges)
     bad = ((pairs < 0) | (pairs >= limit[:, None])).any(axis=1)
@@ -226,6 +217,18 @@ def _check_values(
             f"{ctx(_row_of(j, num_edges), prefix + 'edge_index')}: edge indices must be in 0..N-1 "
             f"with N={int(limit[j])} (found edge {pairs[j].tolist()}). {HINT}",
             reason="edge_index_range",
+        )
+
+
+def _check_finite(column: pa.Array, counts: np.ndarray, name: str, ctx: Any) -> None:
+    """Every feature row of a ``list<fixed_size_list<float, W>>`` column finite; raises
+    naming the first row (``counts``: list lengths per row) that holds NaN/inf."""
+    values = column.flatten().flatten().to_numpy(zero_copy_only=False)
+    finite = np.isfinite(values.reshape(-1, column.type.value_type.list_size)).all(axis=1)
+    if not finite.all():
+        row = _row_of(int(np.argmax(~finite)), counts)
+        raise GraphValidationError(
+            f"{ctx(row, name)}: features must be finite (found NaN/inf). {HINT}", reason="nonfinite"
         )
 
 
@@ -270,16 +273,7 @@ def _check_typed(table: pa.Table, prefix: str, ctx: Any) -> None:
                 )
         for key in ("x", "edge_attr"):
             if key in names:
-                values = columns[names[key]].flatten().flatten().to_numpy(zero_copy_only=False)
-                finite = np.isfinite(values.reshape(-1, columns[names[key]].type.value_type.list_size)).all(
-                    axis=1
-                )
-                if not finite.all():
-                    row = _row_of(int(np.argmax(~finite)), lengths[names[key]])
-                    raise GraphValidationError(
-                        f"{ctx(row, names[key])}: features must be finite (found NaN/inf). {HINT}",
-                        reason="nonfinite",
-                    )
+                _check_finite(columns[names[key]], lengths[names[key]], names[key], ctx)
     total = np.sum(list(nodes.values()), axis=0) if nodes else np.zeros(table.num_rows, np.int64)
     present = np.ones(table.num_rows, bool) if rows is None else rows
     if (present & (total < 1)).any():

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from offline_graph.data.graphs.columns import GraphColumns, counts_to_ptr, masks_or_allowed
+from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.graphs.typed import TypedGraph, edge_ends
 
 NODE_COLUMNS = ("x", "node_mask", "globals")
@@ -150,47 +150,24 @@ class TypedColumns:
         """Concatenate normalized typed observation dicts
         (:func:`~offline_graph.data.graphs.typed.typed_observation`); a dict without
         ``action_mask`` allows every node of ``mask_type``."""
+        none, no_edges = np.zeros((0, 0), np.float32), np.zeros((2, 0), np.int64)
         parts: dict[str, GraphColumns] = {}
-        count = len(graphs)
-        no_edges = np.zeros((2, 0), np.int64), np.zeros(count + 1, np.int64)
-        for t, feat in space.node_dims.items():
-            xs = [g["x"][t] for g in graphs]
-            x = np.concatenate(xs).astype(np.float32, copy=False) if xs else np.zeros((0, feat), np.float32)
-            ptr = counts_to_ptr(np.fromiter((len(a) for a in xs), np.int64, count))
-            parts[t] = GraphColumns(x=x, node_ptr=ptr, edge_index=no_edges[0], edge_ptr=no_edges[1])
+        for t in space.node_dims:  # each part batched as a plain graph of its own columns
+            nodes = [{"x": g["x"][t], "edge_index": no_edges} for g in graphs]
+            if t == mask_type:  # the NodeAction's type: its masks (none: every node allowed)
+                for node, g in zip(nodes, graphs):
+                    if g.get("action_mask") is not None:
+                        node["action_mask"] = g["action_mask"]
+            parts[t] = GraphColumns.from_graphs(nodes, None, "node" if t == mask_type else None)
         for r, dim in space.edge_dims.items():
-            eis = [g["edge_index"][r] for g in graphs]
-            ei = (
-                np.concatenate(eis, axis=1).astype(np.int64, copy=False)
-                if eis
-                else np.zeros((2, 0), np.int64)
-            )
-            ptr = counts_to_ptr(np.fromiter((a.shape[1] for a in eis), np.int64, count))
-            ea = None
+            edges = [{"x": none, "edge_index": g["edge_index"][r]} for g in graphs]
             if dim is not None:
-                eas = [g["edge_attr"][r] for g in graphs]
-                ea = (
-                    np.concatenate(eas).astype(np.float32, copy=False)
-                    if eas
-                    else np.zeros((0, dim), np.float32)
-                )
-            parts[r] = GraphColumns(
-                x=np.zeros((0, 0), np.float32),
-                node_ptr=np.zeros(count + 1, np.int64),
-                edge_index=ei,
-                edge_ptr=ptr,
-                edge_attr=ea,
-            )
+                for edge, g in zip(edges, graphs):
+                    edge["edge_attr"] = g["edge_attr"][r]
+            parts[r] = GraphColumns.from_graphs(edges, dim)
         out = cls(parts, mask_type)
         if graphs and "globals" in graphs[0]:
             out.globals = np.stack([np.asarray(g["globals"], np.float32).reshape(-1) for g in graphs])
-        if mask_type is not None:
-            masks = [g.get("action_mask") for g in graphs]
-            choices = np.diff(parts[mask_type].node_ptr)
-            parts[mask_type].node_mask = masks_or_allowed(
-                [None if m is None else np.asarray(m).astype(bool, copy=False).reshape(-1) for m in masks],
-                choices,
-            )
         return out
 
     def bad_edge(self) -> tuple[str, int, int, int] | None:

@@ -19,7 +19,13 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from offline_graph.data.errors import ConfigError
-from offline_graph.rllib.core.typed_minibatch import is_typed_batch, select_typed, typed_ptr
+from offline_graph.rllib.core.typed_minibatch import (
+    is_typed_batch,
+    select_edges,
+    select_nodes,
+    select_typed,
+    typed_ptr,
+)
 
 GraphBatch = dict[str, torch.Tensor]
 
@@ -33,19 +39,11 @@ def select_graphs(obs: GraphBatch, idx: torch.Tensor, mask_level: str | None = N
     ptr, edge_index = obs["ptr"], obs["edge_index"]
     device = ptr.device
     idx = idx.to(device=device, dtype=torch.long)
-    counts = (ptr[1:] - ptr[:-1])[idx]
-    new_ptr = torch.zeros(idx.numel() + 1, dtype=ptr.dtype, device=device)
-    torch.cumsum(counts, 0, out=new_ptr[1:])
-    total = int(new_ptr[-1])
-    local = torch.arange(total, device=device) - torch.repeat_interleave(new_ptr[:-1], counts)
-    node_idx = torch.repeat_interleave(ptr[:-1][idx], counts) + local
-    position = torch.full((ptr.numel() - 1,), -1, dtype=torch.long, device=device)
-    position[idx] = torch.arange(idx.numel(), device=device)
+    node_idx, new_ptr, position = select_nodes(ptr, idx)
+    counts = new_ptr[1:] - new_ptr[:-1]
     edge_graph = obs["batch"][edge_index[0]] if edge_index.numel() else edge_index[0]
-    edge_position = position[edge_graph]
-    kept = torch.nonzero(edge_position >= 0).flatten()
-    edge_idx = kept[torch.sort(edge_position[kept], stable=True).indices]
-    shift = new_ptr[edge_position[edge_idx]] - ptr[edge_graph[edge_idx]]
+    edge_idx, moved = select_edges(position, edge_graph)
+    shift = new_ptr[moved] - ptr[edge_graph[edge_idx]]
     out: GraphBatch = {
         "x": obs["x"][node_idx],
         "edge_index": edge_index[:, edge_idx] + shift,

@@ -22,9 +22,9 @@ def typed_ptr(obs: GraphBatch, node_type: str | None = None) -> torch.Tensor:
     return obs[key]
 
 
-def _nodes(ptr: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def select_nodes(ptr: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(the rows of graphs ``idx``' nodes in order, their new ``ptr``, each old graph's new
-    position or -1)."""
+    position or -1): the node side of selecting graphs, plain or per node type."""
     device = ptr.device
     counts = (ptr[1:] - ptr[:-1])[idx]
     new_ptr = torch.zeros(idx.numel() + 1, dtype=ptr.dtype, device=device)
@@ -36,6 +36,15 @@ def _nodes(ptr: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return rows, new_ptr, position
 
 
+def select_edges(position: torch.Tensor, graph: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the edges of the chosen graphs, in the graphs' new order, each one's new graph) from
+    every edge's old graph ``graph`` and :func:`select_nodes`' ``position``."""
+    new = position[graph]
+    chosen = torch.nonzero(new >= 0).flatten()
+    chosen = chosen[torch.sort(new[chosen], stable=True).indices]
+    return chosen, new[chosen]
+
+
 def select_typed(obs: GraphBatch, idx: torch.Tensor, node_type: str | None = None) -> GraphBatch:
     """The graphs ``idx`` (distinct graph ids, any order) of a typed graph batch, as a new one
     in that order; ``action_mask`` follows ``node_type``'s nodes (a ``NodeAction``'s type)."""
@@ -44,7 +53,7 @@ def select_typed(obs: GraphBatch, idx: torch.Tensor, node_type: str | None = Non
     out: GraphBatch = {}
     kept: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
     for t in types:
-        rows, new_ptr, position = kept[t] = _nodes(obs[f"ptr:{t}"], idx)
+        rows, new_ptr, position = kept[t] = select_nodes(obs[f"ptr:{t}"], idx)
         counts = new_ptr[1:] - new_ptr[:-1]
         out[f"x:{t}"] = obs[f"x:{t}"][rows]
         out[f"ptr:{t}"] = new_ptr
@@ -56,10 +65,7 @@ def select_typed(obs: GraphBatch, idx: torch.Tensor, node_type: str | None = Non
         src, dst = edge_ends(edge_type)
         edge_index = obs[key]
         graph = obs[f"batch:{src}"][edge_index[0]] if edge_index.numel() else edge_index[0]
-        position = kept[src][2][graph]
-        chosen = torch.nonzero(position >= 0).flatten()
-        chosen = chosen[torch.sort(position[chosen], stable=True).indices]
-        moved = position[chosen]
+        chosen, moved = select_edges(kept[src][2], graph)
         shift = torch.stack([kept[end][1][moved] - obs[f"ptr:{end}"][graph[chosen]] for end in (src, dst)])
         out[key] = edge_index[:, chosen] + shift
         if f"edge_attr:{edge_type}" in obs:

@@ -11,15 +11,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offline_graph.data.graphs.collate import collate
-from offline_graph.data.graphs.columns import GraphColumns
 from offline_graph.data.errors import ConfigError
 from offline_graph.data.graphs.globals import dict_layout, with_globals
 from offline_graph.data.graphs.graph import GraphDict
 from offline_graph.data.graphs.spaces import selection_level
-from offline_graph.data.graphs.typed import TypedGraph, typed_observation, typed_space
-from offline_graph.data.graphs.typed_columns import TypedColumns
+from offline_graph.data.graphs.typed import TypedGraph
 from offline_graph.rllib.core.stepwise import StepStates
+from offline_graph.rllib.env.env_connectors import graph_batch, typed_of
 from offline_graph.rllib.env.module_to_env import argmax_is_greedy
 
 DEFAULT_EVAL_SEED = 987_654_321
@@ -73,13 +71,7 @@ def obs_batch(
     import torch
     from ray.rllib.core.columns import Columns
 
-    if typed is not None:
-        space, node_type = typed
-        checked = [typed_observation(o, space) for o in observations]
-        graphs: Any = TypedColumns.from_graphs(checked, space, node_type)
-    else:
-        graphs = GraphColumns.from_graphs(list(observations), edge_dim, mask_level)
-    batched = collate(graphs)
+    batched = graph_batch(list(observations), edge_dim, mask_level, typed)
     return {
         Columns.OBS: {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batched.items()}
     }
@@ -104,8 +96,7 @@ def greedy_actions(
     observations = [with_globals(o, layout) for o in observations]
     level = selection_level(getattr(module, "action_space", None))
     device = module_device(module)
-    typed = typed_space(getattr(module, "observation_space", None))
-    kind = None if typed is None else (typed, getattr(module.action_space, "node_type", None))
+    kind = typed_of(getattr(module, "observation_space", None), getattr(module, "action_space", None))
     with torch.no_grad():
         batch = obs_batch(observations, edge_dim, device, level, kind)
         if states is not None:
