@@ -10,9 +10,13 @@ the same ``GNNModule`` on the same kind of collated batches, at the same torch t
 * **plain loop**: the same module class and ``model_config``, ``U`` updates (forward, loss,
   backward, Adam step) on batches collated beforehand by our public path (transitions ->
   Arrow rows -> ``table_to_batch``; IQL: value runs of the default length), timed per ``U``
-  updates. BC: ``-logp``; MARWIL: ``-logp`` + the value head's squared error (the exponential
-  advantage weights cost one ``exp`` per transition); IQL: :func:`iql_losses` (no target-network
-  Polyak step: the loop is the lower bound).
+  updates, one such chunk right before each counted iteration of ours (interleaved pairs: the
+  shared machine's load drifts by 10-30% within a minute, and a plain loop timed before all
+  of ours would put that drift into the ratio). BC: ``-logp``; MARWIL: ``-logp`` + the value
+  head's squared error (the exponential advantage weights cost one ``exp`` per transition); IQL:
+  :func:`iql_losses` (no target-network Polyak step: the loop is the lower bound). The bench's
+  process runs :func:`~offline_graph.rllib.core.heap.keep_freed_heap` first, as our learners
+  do when built, so both sides run on the same allocator settings.
 * **overhead**: per iteration, the time that is not the model: ``U * B / ours - U * B / plain``
   in milliseconds, the number that decides a GPU learner (where the model's share shrinks).
 * **CUDA** (only with ``torch.cuda.is_available()``, else one row saying skipped): BC with the
@@ -35,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from offline_graph.bench.harness import BenchContext, Row
+from offline_graph.rllib.core.heap import keep_freed_heap
 
 SHIPPED = os.path.join("sample_data", "expert")
 MODEL = {"hidden": 64, "layers": 2}
@@ -100,10 +105,13 @@ def ours_rates(
     batch: int,
     learners: int,
     iters: int,
+    plain: Any,
     gpus: int = 0,
-) -> tuple[list[float], float, dict[str, float]]:
-    """Transitions/s of ``algo.train()`` per iteration after the first two, the median
-    transitions trained per iteration, and (local learner) the share of the profiled
+) -> tuple[list[float], list[float], float, dict[str, float]]:
+    """Transitions/s of ``algo.train()`` per iteration after the first two, the plain loop's
+    transitions/s timed right before each of them (``plain``: :func:`plain_loop`'s function;
+    the pairs interleave, so a change of the shared machine's load falls on both sides alike),
+    the median transitions trained per iteration, and (local learner) the share of the profiled
     iterations' wall time in each :data:`PROFILE` part (cProfile over the same iterations:
     its own overhead inflates Python-heavy parts; the rates come from unprofiled iterations;
     not with ``gpus``: ``num_gpus_per_learner``)."""
@@ -112,10 +120,13 @@ def ours_rates(
 
     algo = _config(kind, spaces, data, updates, batch, learners, gpus).build_algo()
     rates: list[float] = []
+    plain_out: list[float] = []
     trained: list[float] = []
     shares: dict[str, float] = {}
     try:
         for it in range(iters + 2):
+            if it >= 2:
+                plain_out += plain(1, warmup=False)
             t = time.perf_counter()
             result = algo.train()
             seconds = time.perf_counter() - t
@@ -131,7 +142,7 @@ def ours_rates(
             shares = profile_shares(pstats.Stats(profiler), wall)
     finally:
         algo.stop()
-    return rates, median(trained), shares
+    return rates, plain_out, median(trained), shares
 
 
 def profile_shares(stats: Any, wall: float) -> dict[str, float]:
@@ -169,20 +180,14 @@ def learner_batches(kind: str, spaces: tuple[Any, Any], data: str, updates: int,
     return [out[u % len(out)] for u in range(updates)]
 
 
-def plain_rates(
-    kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, repeats: int, device: str = "cpu"
-) -> list[float]:
-    """Transitions/s of the plain loop on :func:`learner_batches`, one value per ``updates``
-    updates (after one warm-up pass); on CUDA the module and the batches are moved to
-    ``device`` first and each pass ends with a synchronize."""
-    return plain_loop(kind, spaces, data, updates, batch, device)(repeats)
-
-
 def plain_loop(
     kind: str, spaces: tuple[Any, Any], data: str, updates: int, batch: int, device: str = "cpu"
 ) -> Any:
-    """:func:`plain_rates` as a function of ``repeats`` over one module and one set of batches
-    (built once), so the plain loop can be timed again right before each row of ours."""
+    """The plain loop on :func:`learner_batches` (module and batches built once): a function
+    of ``repeats`` giving transitions/s, one value per ``updates`` updates (after one warm-up
+    pass unless ``warmup=False``), so a chunk can be timed right before each iteration of ours;
+    on CUDA the module and the batches are moved to ``device`` first and each pass ends with a
+    synchronize."""
     import torch
 
     from offline_graph.bench.case_value import _module, _update_fn
@@ -197,9 +202,9 @@ def plain_loop(
     steps = [_update_fn(kind, module, b) for b in batches]
     counts = [len(b["actions"]) for b in batches]
 
-    def rates(repeats: int) -> list[float]:
+    def rates(repeats: int, warmup: bool = True) -> list[float]:
         out = []
-        for chunk in range(repeats + 1):
+        for chunk in range(repeats + 1) if warmup else range(1, repeats + 1):
             if cuda:
                 torch.cuda.synchronize()
             t = time.perf_counter()
@@ -240,20 +245,23 @@ def case_learner(ctx: BenchContext) -> list[Row]:
 
     ctx.ray()
     torch.set_num_threads(1)
+    keep_freed_heap()  # what our learners do when built: the plain loop gets it too
     data = learner_data(ctx)
     resolved = offline_graph.resolve_spaces(data, who="bench learner")
     spaces = (resolved.observation_space, resolved.action_space)
     updates, batch = (10, ctx.batch_size)
-    iters = 2 if ctx.quick else max(4, 2 * ctx.repeats)
+    iters = 2 if ctx.quick else max(8, 3 * ctx.repeats)
     rows: list[Row] = []
     loops: dict[str, Any] = {}
     plain: dict[str, list[float]] = {}
     for kind, learners in (("bc", 0), ("bc", 1), ("marwil", 0), ("marwil", 1), ("iql", 0)):
         if kind not in loops:
             loops[kind] = plain_loop(kind, spaces, data, updates, batch)
-        # timed again right before each row of ours: this shared machine drifts between rows
-        plain[kind] = loops[kind](max(3, ctx.repeats))
-        ours, per_iter, shares = ours_rates(kind, spaces, data, updates, batch, learners, iters)
+            loops[kind](1)  # warm-up, not timed
+        # a plain chunk right before each iteration of ours: this shared machine drifts
+        ours, plain[kind], per_iter, shares = ours_rates(
+            kind, spaces, data, updates, batch, learners, iters, loops[kind]
+        )
         where = "local learner" if learners == 0 else "1 remote learner"
         base = f"plain PyTorch loop of the same GNNModule, {updates} updates of B={batch}, 1 torch thread"
         rows.append(
@@ -291,8 +299,9 @@ def cuda_rows(ctx: BenchContext, updates: int, iters: int) -> list[Row]:
     spaces, data, name = graph_spaces(ctx.cfg), ctx.data.episode_dir, torch.cuda.get_device_name(0)
     rows = []
     for batch in sorted({ctx.batch_size, 4096}):
-        plain = plain_rates("bc", spaces, data, updates, batch, max(3, ctx.repeats), "cuda")
-        ours, per_iter, _ = ours_rates("bc", spaces, data, updates, batch, 0, iters, gpus=1)
+        loop = plain_loop("bc", spaces, data, updates, batch, "cuda")
+        loop(1)  # warm-up, not timed
+        ours, plain, per_iter, _ = ours_rates("bc", spaces, data, updates, batch, 0, iters, loop, gpus=1)
         base = f"plain loop on {name} (batches there beforehand), {updates} updates of B={batch}"
         rows.append(vs_plain(f"{metric}, B={batch}: transitions/s", ours, plain, per_iter, updates, base))
         ctx.log(

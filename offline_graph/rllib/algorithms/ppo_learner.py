@@ -51,6 +51,7 @@ from offline_graph.rllib.env.env_connectors import (
     typed_of,
 )
 from offline_graph.rllib.core.graph_minibatch import GraphMiniBatchIterator
+from offline_graph.rllib.core.heap import KeptHeap
 
 
 def _sub_module(rl_module: Any, module_id: str) -> Any:
@@ -123,7 +124,7 @@ def graph_learner_connector(pipeline: ConnectorPipelineV2) -> None:
     replace_batching(pipeline, LearnerBatchGraphObservations)
 
 
-class GraphPPOTorchLearner(PPOTorchLearner):
+class GraphPPOTorchLearner(KeptHeap, PPOTorchLearner):  # type: ignore[misc]
     """RLlib's ``PPOTorchLearner`` for graph observations (see the module docstring)."""
 
     @override(PPOTorchLearner)

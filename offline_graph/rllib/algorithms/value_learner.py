@@ -46,7 +46,9 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.torch_utils import update_target_network
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
+from offline_graph.rllib.algorithms.learners import CachedBlocks
 from offline_graph.rllib.core.critic import masked_argmax, masked_logsumexp, pick
+from offline_graph.rllib.core.heap import KeptHeap
 from offline_graph.rllib.core.settings import GraphSettings, read_settings
 
 ADV_WEIGHT_MAX = 100.0
@@ -81,7 +83,7 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     return (weight * diff.pow(2)).mean()
 
 
-class GraphValueTorchLearner(TorchLearner):
+class GraphValueTorchLearner(CachedBlocks, KeptHeap, TorchLearner):  # type: ignore[misc]
     """IQL / CQL losses of graph modules (see the module doc)."""
 
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:

@@ -10,7 +10,8 @@
   :mod:`~offline_graph.rllib.core.stepwise` (acting step by step with that memory).
 - :mod:`~offline_graph.rllib.core.settings` (:class:`GraphSettings`, the graph part of an
   ``AlgorithmConfig``), :mod:`~offline_graph.rllib.core.graph_minibatch` (RLlib's
-  ``utils/minibatch_utils`` for graph batches) and :mod:`~offline_graph.rllib.core.ray_session`.
+  ``utils/minibatch_utils`` for graph batches), :mod:`~offline_graph.rllib.core.ray_session` and
+  :mod:`~offline_graph.rllib.core.heap` (a learner process keeps the memory it frees).
 
 Imports nothing else of :mod:`offline_graph.rllib`.
 """
