@@ -52,5 +52,5 @@ def test_other_learners_keep_rllibs_iterator(num_learners, materialized):
     import ray
 
     shipped = shipped_iterator(ray.data.range(10).materialize())
-    probe = Probe(num_learners, materialized)
-    assert probe._create_iterator_if_necessary(training_data=SimpleNamespace(data_iterators=[shipped])) is shipped
+    data = SimpleNamespace(data_iterators=[shipped])
+    assert Probe(num_learners, materialized)._create_iterator_if_necessary(training_data=data) is shipped
