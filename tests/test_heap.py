@@ -1,7 +1,6 @@
 """Learner processes keep the memory they free (offline_graph.rllib.core.heap)."""
 
 import os
-import platform
 import subprocess
 import sys
 
@@ -10,7 +9,7 @@ import pytest
 from offline_graph.rllib.algorithms.learners import GraphMARWILTorchLearner
 from offline_graph.rllib.algorithms.ppo_learner import GraphPPOTorchLearner
 from offline_graph.rllib.algorithms.value_learner import GraphValueTorchLearner
-from offline_graph.rllib.core.heap import ENV, KeptHeap
+from offline_graph.rllib.core.heap import ENV, KeptHeap, has_glibc
 
 ROUNDS, ARRAYS, MIB = 20, 10, 2
 PAGES = ARRAYS * MIB * 1024 * 1024 // 4096  # pages written per round: 10 arrays of 2 MiB
@@ -37,9 +36,7 @@ def child_faults(env_value: str | None) -> tuple[str, int]:
     return applied, int(faults)
 
 
-@pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's allocator only"
-)
+@pytest.mark.skipif(not has_glibc(), reason="glibc's allocator only")
 def test_freed_memory_is_reused_instead_of_faulted_in_again():
     # glibc's defaults give the freed 20 MiB back to the kernel each round, so every round
     # faults its 5,120 pages in again; kept, only the first round does.

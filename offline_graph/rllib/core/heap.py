@@ -31,12 +31,15 @@ TRIM_THRESHOLD = 256 * 1024 * 1024
 ENV = "OFFLINE_GRAPH_MALLOC"
 
 
+def has_glibc() -> bool:
+    """Whether this process runs on Linux with glibc (whose ``mallopt`` this module sets)."""
+    return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+
+
 def keep_freed_heap() -> bool:
     """Raise glibc's mmap and trim thresholds for this process (see the module doc); False
     (nothing changed) without glibc or with ``OFFLINE_GRAPH_MALLOC=default``."""
-    if os.environ.get(ENV, "") == "default":
-        return False
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if os.environ.get(ENV, "") == "default" or not has_glibc():
         return False
     libc = ctypes.CDLL("libc.so.6")
     mmap_ok = libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
